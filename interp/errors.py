@@ -1,0 +1,62 @@
+"""Exceptions raised by `interp`, one class per kind of user mistake.
+
+Every error a user can cause by what they pass (a bad value, a damaged file, a mismatched
+run) derives from `InterpError`. The CLI turns an `InterpError` into a one-line message and
+exit code 2; anything else is a bug or a runtime failure (exit code 1). Each class names the
+docs page that explains it (`docs/errors.md#<anchor>`).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class InterpError(Exception):
+    """Base class for errors caused by the user's input, not by a bug.
+
+    Args:
+        message: What is wrong, naming the offending value.
+        hint: What would be valid or what to do next; appended to the message.
+    """
+
+    anchor = "interperror"
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        self.message = message
+        self.hint = hint
+        super().__init__(message if hint is None else f"{message} ({hint})")
+
+
+class ConfigError(InterpError, ValueError):
+    """A configuration value is out of range, of the wrong type, or unknown."""
+
+    anchor = "configerror"
+
+
+class CheckpointError(InterpError):
+    """A run or checkpoint folder is missing, damaged, or does not match its config."""
+
+    anchor = "checkpointerror"
+
+
+class FormatVersionError(CheckpointError):
+    """A file was written by a newer `interp` than the one reading it."""
+
+    anchor = "formatversionerror"
+
+
+def did_you_mean(value: str, valid: Iterable[str]) -> str:
+    """Format the valid choices for an error message, with a close match first if any.
+
+    Args:
+        value: The value the user gave.
+        valid: The accepted values.
+
+    Returns:
+        A string such as ``"did you mean 'adv'? valid: adv, train, val"``.
+    """
+    valid = sorted(valid)
+    close = difflib.get_close_matches(value, valid, n=1)
+    listing = "valid: " + ", ".join(valid)
+    return f"did you mean {close[0]!r}? {listing}" if close else listing
