@@ -1,0 +1,41 @@
+# Two commands do all the set-up on a fresh machine:
+#   make demo   - create .venv, install, run the main job on built-in defaults
+#   make test   - create .venv, install, run the default test suite
+# CPU torch is pinned by default (its wheel is small and needs no GPU). GPU users override it:
+#   make test TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu126"
+PYTHON     ?= python3
+VENV       ?= .venv
+TORCH_SPEC ?= torch==2.13.0
+TL_SPEC    ?= transformer-lens==3.9.0
+PYTEST_ARGS ?=
+BIN   := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test test-slow test-tl4 clean
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q $(TORCH_SPEC)
+	$(BIN)/python -m pip install -q -e '.[test]' '$(TL_SPEC)'
+	touch $@
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/interp demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 -m "not slow" $(PYTEST_ARGS)
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 -m slow $(PYTEST_ARGS)
+
+# The model unit tests under TransformerLens 4.x (the oracle tests compare against 3.x's
+# HookedTransformer, which 4.x removed, so they run in `make test` only).
+test-tl4:
+	$(MAKE) VENV=.venv-tl4 TL_SPEC='transformer-lens>=4,<5' install
+	.venv-tl4/bin/python -m pytest -q tests/unit/models
+
+clean:
+	rm -rf $(VENV) .venv-tl4 .pytest_cache .hypothesis

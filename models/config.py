@@ -1,0 +1,122 @@
+"""Frozen configs of the model families, named with TransformerLens's vocabulary.
+
+Field names follow `transformer_lens.HookedTransformerConfig` (`n_layers`, `d_head`,
+`normalization_type`, `attention_dir`, ...) so that TransformerLens utilities reading
+`model.cfg.<field>` work on our models, and so that conversion to and from TransformerLens is a
+field-by-field copy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from interp.errors import ConfigError, did_you_mean
+
+
+def _check_choice(field: str, value: object, valid: tuple) -> None:
+    if value not in valid:
+        raise ConfigError(f"{field}={value!r} is not supported", did_you_mean(str(value), map(str, valid)))
+
+
+def _check_positive(**values: int) -> None:
+    for field, value in values.items():
+        if not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{field}={value!r} must be a positive integer")
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """A decoder-only transformer read out at the last position (studies A and B).
+
+    Attributes:
+        n_layers: Number of transformer blocks.
+        n_heads: Attention heads per block.
+        d_model: Width of the residual stream.
+        d_mlp: Hidden width of each MLP.
+        n_ctx: Maximum sequence length (rows of `W_pos`).
+        d_vocab: Number of input tokens (rows of `W_E`).
+        d_vocab_out: Number of output classes (columns of `W_U`).
+        d_head: Width of each head; defaults to `d_model // n_heads`.
+        normalization_type: ``"LN"`` (LayerNorm before attention, MLP and unembedding) or None.
+        positional_embedding_type: ``"standard"`` (learned `W_pos`) or ``"none"``.
+        attention_dir: ``"causal"`` or ``"bidirectional"``.
+        act_fn: MLP activation, ``"relu"`` or ``"gelu"``.
+        use_attn_result: Compute per-head outputs at `hook_result` (costs memory).
+        eps: LayerNorm epsilon.
+        init_range: Std of the normal init of weight matrices; defaults to `0.8 / sqrt(d_model)`
+            (TransformerLens's GPT-2 init).
+    """
+
+    kind: ClassVar[str] = "transformer"
+
+    n_layers: int
+    n_heads: int
+    d_model: int
+    d_mlp: int
+    n_ctx: int
+    d_vocab: int
+    d_vocab_out: int
+    d_head: int | None = None
+    normalization_type: str | None = "LN"
+    positional_embedding_type: str = "standard"
+    attention_dir: str = "causal"
+    act_fn: str = "relu"
+    use_attn_result: bool = False
+    eps: float = 1e-5
+    init_range: float | None = None
+
+    def __post_init__(self) -> None:
+        _check_positive(
+            n_layers=self.n_layers, n_heads=self.n_heads, d_model=self.d_model, d_mlp=self.d_mlp,
+            n_ctx=self.n_ctx, d_vocab=self.d_vocab, d_vocab_out=self.d_vocab_out,
+        )
+        if self.d_head is None:
+            if self.d_model % self.n_heads:
+                raise ConfigError(
+                    f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}",
+                    "set d_head explicitly",
+                )
+            object.__setattr__(self, "d_head", self.d_model // self.n_heads)
+        _check_positive(d_head=self.d_head)
+        _check_choice("normalization_type", self.normalization_type, ("LN", None))
+        _check_choice("positional_embedding_type", self.positional_embedding_type, ("standard", "none"))
+        _check_choice("attention_dir", self.attention_dir, ("causal", "bidirectional"))
+        _check_choice("act_fn", self.act_fn, ("relu", "gelu"))
+        if self.init_range is None:
+            object.__setattr__(self, "init_range", 0.8 / self.d_model**0.5)
+
+    @property
+    def device(self) -> None:
+        """Where TransformerLens tools (e.g. `patching`) allocate their result tensors.
+
+        None means torch's default device. Architecture configs do not pin a device; a model
+        moved with `.to()` still works because TransformerLens only reads this for outputs.
+        """
+        return None
+
+
+@dataclass(frozen=True)
+class QuadraticMLPConfig:
+    """Study C's two-layer MLP with a square activation on two one-hot inputs.
+
+    `h = (W_E_left[m] + W_E_right[n])^2`, `logits = h @ W_U`; no biases.
+
+    Attributes:
+        d_vocab: Number of input values per operand (p).
+        d_vocab_out: Number of output classes (p).
+        d_hidden: Hidden width N.
+        init_std: Std of the normal init of every weight; defaults to `(16 N)^(-1/3)`.
+    """
+
+    kind: ClassVar[str] = "quadratic_mlp"
+
+    d_vocab: int
+    d_vocab_out: int
+    d_hidden: int = 500
+    init_std: float | None = None
+
+    def __post_init__(self) -> None:
+        _check_positive(d_vocab=self.d_vocab, d_vocab_out=self.d_vocab_out, d_hidden=self.d_hidden)
+        if self.init_std is None:
+            object.__setattr__(self, "init_std", (16 * self.d_hidden) ** (-1 / 3))

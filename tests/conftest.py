@@ -1,0 +1,41 @@
+"""Suite-wide fixtures.
+
+`no_leaked_hooks` (autouse) fails any test that leaves a forward or backward hook registered
+on a module: library code must scope hooks with `model.hooks(...)` / `run_with_hooks`.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+_REGISTER = ("register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook",
+             "register_full_backward_pre_hook", "register_backward_hook")
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_hooks(monkeypatch: pytest.MonkeyPatch):
+    """Record every module a hook is registered on during the test; fail if any keeps one."""
+    touched: list[nn.Module] = []
+    for name in _REGISTER:
+        original = getattr(nn.Module, name)
+
+        def recording(self, *args, _original=original, **kwargs):
+            touched.append(self)
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(nn.Module, name, recording)
+    yield
+    leaked = [
+        type(m).__name__ + getattr(m, "name", "") for m in touched
+        if m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks
+    ]
+    assert not leaked, f"test left hooks registered on: {sorted(set(leaked))}"
+
+
+@pytest.fixture(autouse=True)
+def _deterministic_threads():
+    # Tests compare floats at 1e-5; fix the thread count so reductions are reproducible.
+    torch.set_num_threads(min(2, torch.get_num_threads()))
+    yield
