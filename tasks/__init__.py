@@ -1,0 +1,59 @@
+"""Tasks: the data of the three studies, as frozen configs with deterministic split builders.
+
+- `MPSPTask` (study A): sum mod m with a spurious max / first-element shortcut, exact ratio r;
+  `counterfactual` builds label- or shortcut-flipping partners for activation patching.
+- `ModAddTask` (studies B and C): ``x + y mod p`` with nested label corruption.
+- `NoiseInjectionTask` (study B): modular addition plus a noise set on new tokens.
+
+Each task satisfies `interp.data.Task`. `TASKS` is the one registry of task families, and
+`task_from_dict` rebuilds a task from its `to_dict()` form, strictly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from interp.config import from_dict
+from interp.data import Task
+from interp.errors import ConfigError, did_you_mean
+from tasks.counterfactual import counterfactual
+from tasks.modular import ModAddTask
+from tasks.mpsp import MPSPTask
+from tasks.noise import NoiseInjectionTask
+
+TASKS: dict[str, type] = {cls.name: cls for cls in (MPSPTask, ModAddTask, NoiseInjectionTask)}
+"""Task families by registry name."""
+
+
+def task_from_dict(data: Mapping[str, Any], *, where: str | None = None) -> Task:
+    """Rebuild a task from ``{"name": ..., **fields}`` (the form `to_dict` returns).
+
+    Args:
+        data: The task's name and fields.
+        where: Where the data came from, for error messages (e.g. a file path).
+
+    Returns:
+        The task config.
+
+    Raises:
+        ConfigError: On a missing or unknown name, an unknown field or an invalid value.
+    """
+    origin = f" in {where}" if where else ""
+    if not isinstance(data, Mapping) or "name" not in data:
+        raise ConfigError(f"a task config needs a 'name' key{origin}", did_you_mean("", TASKS))
+    name = data["name"]
+    if name not in TASKS:
+        raise ConfigError(f"unknown task {name!r}{origin}", did_you_mean(str(name), TASKS))
+    fields = {k: v for k, v in data.items() if k != "name"}
+    return from_dict(TASKS[name], fields, where=where)
+
+
+__all__ = [
+    "TASKS",
+    "MPSPTask",
+    "ModAddTask",
+    "NoiseInjectionTask",
+    "counterfactual",
+    "task_from_dict",
+]

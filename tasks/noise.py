@@ -1,0 +1,147 @@
+"""Study B's noise-injection sets: new number tokens whose pairs carry noise labels.
+
+The vocabulary of ``x + y mod p`` (numbers ``0..p-1``, ``EQ = p``) is extended with `k` new
+number tokens ``p+1..p+k``; token ``p+1+a`` stands for the new number ``a`` in ``0..k-1``. The
+noise set holds all ``k^2`` ordered pairs ``[p+1+a, p+1+b, EQ]`` in canonical order (row
+``a * k + b``, so analyses can reshape it to [k, k]), labelled by one of:
+
+- ``"random"``: a uniform label in ``0..k-1`` per pair, drawn from the data seed;
+- ``"square"``: ``(a^2 + b) mod k`` (partly similar to the task);
+- ``"sum"``: ``(a + b) mod k`` (very similar).
+
+By default noise labels reuse output classes ``0..k-1`` (so ``k <= p``); with
+``new_classes=True`` they are new classes ``p..p+k-1``. Fine-tuning uses `train` = the
+original training split (exactly `ModAddTask(p, train_frac).splits(seed)["train"]`) followed
+by the noise set, and tracks the original task on `test`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from interp.config import to_dict
+from interp.data import Split
+from interp.errors import ConfigError
+from tasks.modular import ModAddTask
+from tasks.seeding import generator
+from tasks.validate import check_bool, check_choice, check_int, check_real
+
+NOISE_TYPES: tuple[str, ...] = ("random", "square", "sum")
+
+
+@dataclass(frozen=True)
+class NoiseInjectionTask:
+    """Config of study B's noise injection.
+
+    Attributes:
+        p: Modulus of the original task.
+        train_frac: Train fraction of the original task, in (0, 1).
+        k: Number of new number tokens (the noise set has k^2 pairs).
+        noise: ``"random"``, ``"square"`` (``a^2 + b mod k``) or ``"sum"`` (``a + b mod k``).
+        new_classes: Label noise with new classes ``p..p+k-1`` instead of ``0..k-1``.
+    """
+
+    name: ClassVar[str] = "noise"
+
+    p: int = 67
+    train_frac: float = 0.5
+    k: int = 37
+    noise: str = "random"
+    new_classes: bool = False
+
+    def __post_init__(self) -> None:
+        owner = type(self).__name__
+        check_int(owner, "p", self.p, 2)
+        check_real(owner, "train_frac", self.train_frac, 0.0, 1.0, low_open=True, high_open=True)
+        self.original  # noqa: B018 - also checks that both original splits are non-empty
+        check_int(owner, "k", self.k, 1)
+        check_choice(owner, "noise", self.noise, NOISE_TYPES)
+        check_bool(owner, "new_classes", self.new_classes)
+        if not self.new_classes and self.k > self.p:
+            raise ConfigError(
+                f"NoiseInjectionTask.k = {self.k} exceeds p = {self.p}: noise classes 0..{self.k - 1} do not exist",
+                "use k <= p or new_classes=True",
+            )
+
+    @property
+    def original(self) -> ModAddTask:
+        """The uncorrupted modular-addition task that is being disturbed."""
+        return ModAddTask(p=self.p, train_frac=self.train_frac, xi=0.0)
+
+    @property
+    def eq(self) -> int:
+        """The EQ token id (shared with the original task)."""
+        return self.p
+
+    @property
+    def d_vocab(self) -> int:
+        """Input vocabulary: numbers, EQ and the k new tokens."""
+        return self.p + 1 + self.k
+
+    @property
+    def d_vocab_out(self) -> int:
+        """Number of classes: p, or p + k with new classes."""
+        return self.p + self.k if self.new_classes else self.p
+
+    @property
+    def n_ctx(self) -> int:
+        """Sequence length: ``[x, y, EQ]``."""
+        return 3
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return ``{"name": "noise", **fields}``."""
+        return {"name": self.name, **to_dict(self)}
+
+    def splits(self, data_seed: int) -> dict[str, Split]:
+        """Build `train` (original train + noise), `test` (original test) and `noise`.
+
+        Returns:
+            Splits with tokens [batch, 3], labels [batch] and groups `original` / `noise`.
+        """
+        base = self.original.splits(data_seed)
+        noise = self._noise_split(data_seed)
+        train = base["train"]
+        return {
+            "train": Split(
+                name="train",
+                tokens=torch.cat([train.tokens, noise.tokens]),
+                labels=torch.cat([train.labels, noise.labels]),
+                groups=_origin_groups(len(train), len(noise)),
+            ),
+            "test": Split(
+                name="test", tokens=base["test"].tokens, labels=base["test"].labels,
+                groups=_origin_groups(len(base["test"]), 0),
+            ),
+            "noise": noise,
+        }
+
+    def noise_labels(self, data_seed: int) -> np.ndarray:
+        """Labels of the noise set in canonical order, int64 [k^2]."""
+        a, b = np.divmod(np.arange(self.k**2, dtype=np.int64), self.k)
+        if self.noise == "random":
+            labels = generator(data_seed, "noise", "random-labels").integers(0, self.k, size=self.k**2)
+        elif self.noise == "square":
+            labels = (a * a + b) % self.k
+        else:
+            labels = (a + b) % self.k
+        return labels + (self.p if self.new_classes else 0)
+
+    def _noise_split(self, data_seed: int) -> Split:
+        a, b = np.divmod(np.arange(self.k**2, dtype=np.int64), self.k)
+        tokens = np.stack([self.p + 1 + a, self.p + 1 + b, np.full_like(a, self.eq)], axis=1)
+        return Split(
+            name="noise",
+            tokens=torch.from_numpy(tokens),
+            labels=torch.from_numpy(self.noise_labels(data_seed)),
+            groups=_origin_groups(0, self.k**2),
+        )
+
+
+def _origin_groups(n_original: int, n_noise: int) -> dict[str, torch.Tensor]:
+    """Masks `original` / `noise` for n_original rows followed by n_noise rows, bool [batch]."""
+    noise = torch.cat([torch.zeros(n_original, dtype=torch.bool), torch.ones(n_noise, dtype=torch.bool)])
+    return {"original": ~noise, "noise": noise}
