@@ -1,0 +1,117 @@
+"""Crash-safe file writes: a reader sees the old file or the new one, never half of one.
+
+A run can be killed at any moment (Ctrl-C, a cluster's time limit, a full disk). Every file
+that `interp` replaces is written to a temporary name in the same folder, flushed and
+fsynced, then renamed over the target with `os.replace` (atomic on POSIX), and the folder is
+fsynced so the rename itself survives a power cut. Temporary names start with a dot and carry
+the writer's pid, so readers skip them and a later writer can tell a dead writer's leftovers.
+
+Append-only logs (`metrics.jsonl`) are written a whole line at a time and fsynced; a line
+without its final newline is the trace of a killed writer and is dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def fsync_dir(folder: str | os.PathLike[str]) -> None:
+    """Flush a folder's entries (renames, new files) to disk.
+
+    Args:
+        folder: The folder whose listing must survive a crash.
+    """
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def temp_prefix(path: Path) -> str:
+    """The prefix of the temporary names used while writing `path` (dot, name, pid)."""
+    return f".{path.name}.{os.getpid()}."
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Replace the file at `path` with `data`, atomically and durably.
+
+    Args:
+        path: The target file; its folder must exist.
+        data: The complete new content.
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        # Only a failed write gets here; a killed process leaves `tmp` for later cleanup.
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Replace the file at `path` with `text` (UTF-8), atomically and durably."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def dumps_json(obj: Any) -> str:
+    """Serialise `obj` the way every `interp` JSON file is written (indented, key order kept)."""
+    return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
+
+
+def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
+    """Replace the file at `path` with `obj` as indented JSON, atomically and durably.
+
+    Raises:
+        TypeError: If `obj` is not JSON-serialisable (nothing is written then).
+    """
+    atomic_write_text(path, dumps_json(obj))
+
+
+def append_jsonl(path: str | os.PathLike[str], record: dict[str, Any]) -> None:
+    """Append `record` as one JSON line to `path` (created if missing) and fsync it.
+
+    A partial last line left by a killed writer is cut off first, so it can never merge with
+    the new record into one unreadable line.
+
+    Raises:
+        TypeError: If `record` is not JSON-serialisable (nothing is written then).
+    """
+    line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+    with open(path, "ab+") as f:
+        _drop_partial_line(f)
+        f.write(line)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _drop_partial_line(f: Any) -> None:
+    """Truncate an open binary file after its last newline if it does not end with one."""
+    size = f.seek(0, os.SEEK_END)
+    if size == 0:
+        return
+    f.seek(size - 1)
+    if f.read(1) == b"\n":
+        return
+    # Scan back in blocks: partial lines are short, but stay linear even if one is not.
+    end, block = size, 4096
+    while end > 0:
+        start = max(0, end - block)
+        f.seek(start)
+        chunk = f.read(end - start)
+        cut = chunk.rfind(b"\n")
+        if cut >= 0:
+            f.truncate(start + cut + 1)
+            return
+        end = start
+    f.truncate(0)
