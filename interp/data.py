@@ -97,6 +97,9 @@ class Task(Protocol):
         d_vocab: Number of input token ids the model must embed.
         d_vocab_out: Number of output classes.
         n_ctx: Sequence length of every example.
+        milestones: Optional. ``{name: (metric key, threshold)}``: what a run summary reports
+            as "first epoch at which the metric reached the threshold" (see
+            `interp.evaluation.milestones`).
     """
 
     name: str

@@ -46,6 +46,20 @@ class FormatVersionError(CheckpointError):
     anchor = "formatversionerror"
 
 
+class TrainingInterrupted(Exception):
+    """Training stopped on a signal after saving a checkpoint; run the same command to resume.
+
+    Not an `InterpError`: nothing was wrong with the input. The CLI exits with 128 + signum
+    (130 for SIGINT, 143 for SIGTERM).
+    """
+
+    def __init__(self, signum: int, step: int, run_dir: object) -> None:
+        import signal
+
+        self.signum, self.step, self.run_dir = signum, step, run_dir
+        super().__init__(f"stopped by {signal.Signals(signum).name} at epoch {step}; checkpoint saved in {run_dir}")
+
+
 def did_you_mean(value: str, valid: Iterable[str]) -> str:
     """Format the valid choices for an error message, with a close match first if any.
 

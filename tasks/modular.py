@@ -38,6 +38,13 @@ class ModAddTask:
     """
 
     name: ClassVar[str] = "modadd"
+    # Study C's times: first step at >= 99% on clean train examples, on corrupted ones
+    # (scored against their corrupted labels), and on the test split.
+    milestones: ClassVar[dict[str, tuple[str, float]]] = {
+        "t_mem_clean": ("train/clean/acc", 0.99),
+        "t_mem_noisy": ("train/corrupted/acc", 0.99),
+        "t_gen": ("test/acc", 0.99),
+    }
 
     p: int = 97
     train_frac: float = 0.5

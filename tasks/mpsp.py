@@ -64,6 +64,9 @@ class MPSPTask:
     """
 
     name: ClassVar[str] = "mpsp"
+    # Study A: a run has generalized once adv accuracy reaches 100% at an evaluated epoch;
+    # "kept" in the run summary says whether it still holds at the end (vs transient).
+    milestones: ClassVar[dict[str, tuple[str, float]]] = {"generalized": ("adv/acc", 1.0)}
 
     label: str = "sum-mod2"
     shortcut: str = "max"

@@ -46,6 +46,8 @@ class NoiseInjectionTask:
     """
 
     name: ClassVar[str] = "noise"
+    # Study B fine-tunes until combined train accuracy exceeds 99.8%.
+    milestones: ClassVar[dict[str, tuple[str, float]]] = {"memorized": ("train/acc", 0.998)}
 
     p: int = 67
     train_frac: float = 0.5

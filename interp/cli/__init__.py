@@ -1,0 +1,169 @@
+"""The `interp` command line: the composition root of the toolkit.
+
+Thin by design: parse, load, call the same function a notebook calls, save, print a short
+table. Heavy imports (torch, TransformerLens) happen inside commands so that `interp --help`
+starts in well under a second. This is the only module of `interp` that may import `models`,
+`tasks` and `analyses`.
+
+Exit codes: 0 ok, 1 runtime failure, 2 bad usage or bad input, 130 on Ctrl-C. No traceback
+unless `--debug`.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+import click
+
+from interp.errors import ConfigError, InterpError, TrainingInterrupted
+
+EXIT_RUNTIME, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
+@click.version_option(package_name="interp")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """Train, checkpoint and dissect small models on synthetic tasks."""
+    ctx.obj = {"debug": debug}
+
+
+@cli.command()
+@click.option("--label", default="sum-mod2", show_default=True, help="True rule: sum-mod2 or sum-mod3.")
+@click.option("--shortcut", default="max", show_default=True, help="Spurious feature: max or first.")
+@click.option("--r", "r", default=0.9, show_default=True, type=float, help="Spurious ratio of the train split, in [0, 1].")
+@click.option("--preset", default="mpsp-2l2h", show_default=True, help="Model preset.")
+@click.option("--data-seed", default=0, show_default=True, type=int, help="Seed of the data splits.")
+def demo(label: str, shortcut: str, r: float, preset: str, data_seed: int) -> None:
+    """Build a study-A dataset and model and print a summary of both."""
+    from interp.summary import summarize_task_and_model
+    from models import build_model, preset_config
+    from tasks import MPSPTask
+
+    task = MPSPTask(label=label, shortcut=shortcut, r=r)
+    model = build_model(preset_config(preset, task))
+    click.echo(summarize_task_and_model(task, task.splits(data_seed), model, preset=preset))
+
+
+# Task options of `interp train`: (flag, task config field, type, help). Only the options the
+# user gives are passed on, so each task family keeps its own defaults and rejects fields it
+# does not have ("unknown key 'xi' for MPSPTask").
+_TASK_OPTIONS = [
+    ("--label", "label", str, "MPSP true rule: sum-mod2 or sum-mod3."),
+    ("--shortcut", "shortcut", str, "MPSP spurious feature: max or first."),
+    ("--r", "r", float, "MPSP spurious ratio of the train split, in [0, 1]."),
+    ("--n", "n", int, "MPSP sequence length."),
+    ("--vocab", "vocab", int, "MPSP integers are drawn from 0..vocab-1."),
+    ("--n-train", "n_train", int, "MPSP train split size."),
+    ("--n-val", "n_val", int, "MPSP val split size."),
+    ("--n-adv", "n_adv", int, "MPSP adv split size."),
+    ("--p", "p", int, "Modular addition modulus."),
+    ("--train-frac", "train_frac", float, "Modular addition train fraction."),
+    ("--xi", "xi", float, "Modular addition label-noise fraction."),
+    ("--k", "k", int, "Noise injection: number of new tokens."),
+    ("--noise", "noise", str, "Noise injection type: random, square or sum."),
+]
+_TRAIN_OPTIONS = [
+    ("--epochs", "epochs", int, "Passes over the train split (full batch: steps)."),
+    ("--lr", "lr", float, "AdamW learning rate."),
+    ("--weight-decay", "weight_decay", float, "AdamW weight decay."),
+    ("--batch-size", "batch_size", int, "Minibatch size (default: full batch)."),
+    ("--loss", "loss", str, "cross_entropy or mse (against one-hot targets)."),
+    ("--weight-norm", "weight_norm", float, "Project all weights onto ||w|| = this after every step."),
+    ("--data-seed", "data_seed", int, "Seed of the data splits."),
+    ("--eval-every", "eval_every", int, "Evaluate every N epochs (plus log-spaced epochs)."),
+    ("--checkpoint-every", "checkpoint_every", int, "Checkpoint every N epochs (plus log-spaced epochs)."),
+]
+
+
+def _add_options(options: list[tuple[str, str, type, str]]):
+    def decorate(func):
+        for flag, field, kind, help_text in reversed(options):
+            func = click.option(flag, field, type=kind, default=None, help=help_text)(func)
+        return func
+
+    return decorate
+
+
+def _parse_seeds(text: str) -> list[int]:
+    """Parse ``"0-7"``, ``"0,3,5"`` or ``"0-3,8"`` into a list of seeds."""
+    seeds: list[int] = []
+    try:
+        for part in text.split(","):
+            lo, _, hi = part.partition("-")
+            seeds += list(range(int(lo), int(hi) + 1)) if hi else [int(lo)]
+    except ValueError:
+        raise ConfigError(f"--seeds {text!r} is not a seed list", "use e.g. 0-7 or 0,3,5") from None
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ConfigError(f"--seeds {text!r} is empty or repeats a seed", "use e.g. 0-7 or 0,3,5")
+    return seeds
+
+
+@cli.command()
+@click.option("--preset", default=None, help="Model preset (e.g. mpsp-2l2h, modadd-1l, quadratic-mlp).")
+@click.option("--task", "task_name", default=None, help="Task family: mpsp, modadd or noise (default: the preset's).")
+@_add_options(_TASK_OPTIONS)
+@_add_options(_TRAIN_OPTIONS)
+@click.option("--seed", default=None, type=int, help="Seed of the model init and minibatch order [default: 0].")
+@click.option("--seeds", default=None, help="Train several seeds, each into OUT/seed_<s>: e.g. 0-7 or 0,3,5.")
+@click.option("--bf16", is_flag=True, default=None, help="Train under bfloat16 autocast.")
+@click.option("--out", type=click.Path(file_okay=False), default=None, help="Run folder to create (or resume).")
+@click.option("--resume", type=click.Path(file_okay=False), default=None, help="Continue the run in this folder from its LATEST checkpoint.")
+@click.option("--device", default="cpu", show_default=True, help="cpu, cuda, cuda:1, ...")
+@click.option("--threads", default=None, type=int, help="CPU threads per run [default: all cores / parallel runs].")
+@click.option("--jobs", default=None, type=int, help="Runs trained in parallel with --seeds [default: min(seeds, cores)].")
+@click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
+def train(preset, task_name, seed, seeds, bf16, out, resume, device, threads, jobs, no_progress, **options) -> None:
+    """Train a model on a task into a run folder (resumable; a finished run is not retrained).
+
+    \b
+    Examples:
+      interp train --preset mpsp-2l2h --r 0.9 --epochs 15000 --seed 0 --out runs/x
+      interp train --preset mpsp-1l1h --r 0.9 --seeds 0-7 --out runs/sweep
+      interp train --resume runs/x
+    """
+    from interp.cli.train import plan_runs, train_runs
+
+    specs = plan_runs(
+        preset=preset, task_name=task_name, seed=seed, seeds=_parse_seeds(seeds) if seeds else None,
+        bf16=bf16, out=out, resume=resume,
+        task_options={f: options[f] for _, f, _, _ in _TASK_OPTIONS if options[f] is not None},
+        train_options={f: options[f] for _, f, _, _ in _TRAIN_OPTIONS if options[f] is not None},
+    )
+    click.echo(train_runs(specs, device=device, threads=threads, jobs=jobs, progress=not no_progress))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: run the CLI and map errors to exit codes."""
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        cli.main(args=argv, standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except click.ClickException as err:
+        err.show()
+        sys.exit(EXIT_USAGE)
+    except InterpError as err:
+        if debug:
+            traceback.print_exc()
+        click.echo(f"error: {err}", err=True)
+        sys.exit(EXIT_USAGE)
+    except TrainingInterrupted as err:
+        click.echo(f"interrupted: {err}; run the same command (or interp train --resume) to continue", err=True)
+        sys.exit(128 + err.signum)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except Exception as err:  # noqa: BLE001 - the CLI's last line of defence
+        if debug:
+            traceback.print_exc()
+        click.echo(f"error: {type(err).__name__}: {err} (run with --debug for the traceback)", err=True)
+        sys.exit(EXIT_RUNTIME)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,161 @@
+"""`interp train`: turn CLI options into run specs, and train them (one, or many seeds).
+
+Part of the composition root (`interp.cli`): the only place where `interp` meets `models` and
+`tasks`. Options merge in this order: the task's and `TrainConfig`'s own defaults, then the
+preset's study settings (`models.presets.PRESET_TASKS` / `PRESET_TRAINING`), then what the user
+gave.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from interp.config import from_dict, to_dict
+from interp.errors import ConfigError, did_you_mean
+from interp.summary import format_table
+
+DEFAULT_PRESET = "mpsp-2l2h"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything needed to (re)start one run: its folder and its three configs as dicts."""
+
+    out: Path
+    model: dict[str, Any]
+    task: dict[str, Any]
+    train: dict[str, Any]
+
+
+def plan_runs(
+    *, preset: str | None, task_name: str | None, seed: int | None, seeds: list[int] | None,
+    bf16: bool | None, out: str | None, resume: str | None,
+    task_options: dict[str, Any], train_options: dict[str, Any],
+) -> list[RunSpec]:
+    """Validate the options and return one `RunSpec` per run to train.
+
+    Raises:
+        ConfigError: On conflicting or missing options, or any invalid config value.
+    """
+    if resume is not None:
+        given = [name for name, value in [("--preset", preset), ("--task", task_name), ("--seed", seed),
+                 ("--seeds", seeds), ("--bf16", bf16), ("--out", out)] if value is not None]
+        given += [f"--{k.replace('_', '-')}" for k in {**task_options, **train_options}]
+        if given:
+            raise ConfigError(f"--resume continues a run as configured; {given[0]} cannot be changed", "drop it")
+        return [_spec_from_run(Path(resume))]
+    if out is None:
+        raise ConfigError("--out is required to start a run", "give a new run folder, or --resume RUN")
+    if seed is not None and seeds is not None:
+        raise ConfigError("--seed and --seeds are exclusive", "use --seeds 0-7 for several seeds")
+    from models import config_to_dict, preset_config
+    from models.presets import PRESET_TASKS, PRESET_TRAINING, PRESETS
+    from tasks import task_from_dict
+    from interp.training import TrainConfig
+
+    preset = preset or DEFAULT_PRESET
+    if preset not in PRESETS:
+        raise ConfigError(f"unknown preset {preset!r}", did_you_mean(preset, PRESETS))
+    base_task = PRESET_TASKS[preset] if task_name in (None, PRESET_TASKS[preset]["name"]) else {"name": task_name}
+    task = task_from_dict({**base_task, **task_options}, where="the task options")
+    model = config_to_dict(preset_config(preset, task))
+    specs = []
+    for s in seeds if seeds is not None else [seed or 0]:
+        fields = {**PRESET_TRAINING[preset], **train_options, "seed": s, "bf16": bool(bf16)}
+        train = to_dict(from_dict(TrainConfig, fields, where="the training options"))
+        folder = Path(out) / f"seed_{s}" if seeds is not None else Path(out)
+        specs.append(RunSpec(folder, model, task.to_dict(), train))
+    return specs
+
+
+def _spec_from_run(run_dir: Path) -> RunSpec:
+    from interp.run import read_config
+
+    config = read_config(run_dir)
+    return RunSpec(run_dir, config["model"], config["task"], config["train"])
+
+
+def train_one(spec: RunSpec, *, device: str, threads: int | None, progress: bool) -> dict[str, Any]:
+    """Build the task and model of `spec` and train (or resume) it. Returns the run summary."""
+    import torch
+
+    from interp.training import TrainConfig, train
+    from models import build_model
+    from tasks import task_from_dict
+
+    if threads:
+        torch.set_num_threads(threads)
+    _check_device(device)
+    config = from_dict(TrainConfig, spec.train, where=str(spec.out / "config.json"))
+    task = task_from_dict(spec.task, where=str(spec.out / "config.json"))
+    model = build_model(spec.model, seed=config.seed)
+    return train(spec.out, model, task, config, device=device, progress=progress)
+
+
+def _check_device(device: str) -> None:
+    import torch
+
+    try:
+        kind = torch.device(device).type
+    except RuntimeError:
+        raise ConfigError(f"--device {device!r} is not a device", "use cpu, cuda or cuda:N") from None
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"--device {device!r} is not available: torch sees no GPU", "use --device cpu")
+
+
+def train_runs(specs: list[RunSpec], *, device: str, threads: int | None, jobs: int | None, progress: bool) -> str:
+    """Train every spec and return a one-screen summary.
+
+    One run trains in this process with a live progress bar. Several runs train in separate
+    processes (joblib), sharing the cores; a failing run is reported and does not stop the
+    others.
+    """
+    if len(specs) == 1:
+        summary = train_one(specs[0], device=device, threads=threads, progress=progress)
+        return format_run_summary(specs[0].out, summary)
+    from joblib import Parallel, delayed
+    from tqdm.auto import tqdm
+
+    cores = os.cpu_count() or 1
+    jobs = jobs or min(len(specs), cores)
+    threads = threads or max(1, cores // jobs)
+    results = Parallel(n_jobs=jobs, return_as="generator_unordered")(
+        delayed(_train_one_reporting)(spec, device, threads) for spec in specs
+    )
+    rows = [row for row in tqdm(results, total=len(specs), disable=not progress, unit="run")]
+    failed = [r for r in rows if r[1] is None]
+    table = format_table(["run", "epochs", "final accuracies", "milestones"],
+                         [[str(out), *(_summary_cells(s) if s else ["-", err, ""])] for out, s, err in sorted(rows, key=lambda r: str(r[0]))])
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {len(specs)} runs failed:\n{table}")
+    return table
+
+
+def _train_one_reporting(spec: RunSpec, device: str, threads: int) -> tuple[Path, dict | None, str]:
+    try:
+        return spec.out, train_one(spec, device=device, threads=threads, progress=False), ""
+    except Exception as err:  # noqa: BLE001 - one failing run must not stop the others
+        return spec.out, None, f"{type(err).__name__}: {err}"
+
+
+def _summary_cells(summary: dict[str, Any]) -> list[str]:
+    final = summary["final"]
+    accs = " ".join(f"{k[:-4]} {v:.3f}" for k, v in final.items() if k.count("/") == 1 and k.endswith("/acc"))
+    marks = " ".join(f"{name}@{m['step']}{'' if m['kept'] else '(lost)'}" if m["step"] is not None else f"{name}:never"
+                     for name, m in summary["milestones"].items())
+    return [str(summary["epochs"]), accs, marks]
+
+
+def format_run_summary(run_dir: Path, summary: dict[str, Any]) -> str:
+    """The one-screen summary printed after training one run."""
+    final = summary["final"]
+    splits = sorted({k.split("/")[0] for k in final if "/" in k})
+    rows = [[s, final.get(f"{s}/loss", "-"), final.get(f"{s}/acc", "-")] for s in splits]
+    lines = [f"run: {run_dir}  (epochs: {summary['epochs']})", format_table(["split", "loss", "acc"], rows)]
+    for name, m in summary["milestones"].items():
+        when = f"epoch {m['step']}, {'kept' if m['kept'] else 'not kept'} at the end" if m["step"] is not None else "never"
+        lines.append(f"{name} ({m['metric']} >= {m['threshold']}): {when}")
+    return "\n".join(lines)

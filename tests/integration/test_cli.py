@@ -1,0 +1,99 @@
+"""The `interp` command line: start-up cost, exit codes, one-line errors, train and demo."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from interp.cli import main
+from interp.run import is_done, read_config
+
+
+def run_cli(capsys, *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exit_info:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return exit_info.value.code, out, err
+
+
+def test_help_lists_commands_fast_and_without_torch():
+    code = (
+        "import sys, time; t = time.perf_counter(); from interp.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit as e:\n    assert e.code == 0\n"
+        "print(time.perf_counter() - t, 'torch' in sys.modules)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    *_, seconds, torch_imported = result.stdout.split()
+    assert torch_imported == "False"
+    for command in ("train", "demo"):
+        assert command in result.stdout
+    # Generous bound for a loaded CI machine; typical is ~0.1 s (see README).
+    assert float(seconds) < 0.5
+
+
+TINY = ["--preset", "mpsp-1l1h", "--vocab", "10", "--n", "4", "--n-train", "64", "--n-val", "16", "--n-adv", "16",
+        "--eval-every", "2", "--no-progress"]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["train", "--preset", "mpsp-2l2", "--out", "X"], "did you mean 'mpsp-2l2h'"),
+        (["train", "--r", "1.5", "--out", "X"], "r = 1.5"),
+        (["train", "--label", "sum-mod4", "--out", "X"], "sum-mod4"),
+        (["train", "--xi", "0.1", "--out", "X"], "unknown key 'xi'"),
+        (["train", "--epochs", "0", "--out", "X"], "epochs=0"),
+        (["train", "--seeds", "0-x", "--out", "X"], "--seeds '0-x'"),
+        (["train", "--r", "0.5"], "--out is required"),
+        (["train", "--device", "cuda:7", "--epochs", "1", "--out", "X"], "cuda:7"),
+        (["train", "--resume", "X", "--r", "0.5"], "--r cannot be changed"),
+        (["train", "--resume", "does/not/exist"], "does/not/exist"),
+        (["train", "--bogus"], "No such option"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(capsys, tmp_path, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(capsys, *args)
+    assert code == 2, (out, err)
+    assert message in err
+    # One line for our errors; click adds its two usage lines to option-parsing errors.
+    assert "Traceback" not in err and any(message in line for line in err.splitlines())
+    assert len(err.strip().splitlines()) <= 4
+
+
+def test_existing_run_with_other_config_exits_2(capsys, tmp_path):
+    out = str(tmp_path / "run")
+    assert run_cli(capsys, "train", *TINY, "--epochs", "2", "--out", out)[0] == 0
+    code, _, err = run_cli(capsys, "train", *TINY, "--epochs", "3", "--out", out)
+    assert code == 2 and "train.epochs is 2 there but 3 now" in err
+
+
+def test_train_writes_a_run_and_prints_a_summary(capsys, tmp_path):
+    out = tmp_path / "run"
+    code, stdout, err = run_cli(capsys, "train", *TINY, "--epochs", "4", "--seed", "3", "--out", str(out))
+    assert code == 0, err
+    assert is_done(out)
+    config = read_config(out)
+    assert config["train"]["seed"] == 3 and config["task"]["vocab"] == 10 and config["model"]["n_layers"] == 1
+    for token in ("adv", "val", "train", "generalized (adv/acc >= 1.0)"):
+        assert token in stdout
+
+
+def test_seeds_train_into_one_folder_each(capsys, tmp_path):
+    code, stdout, err = run_cli(capsys, "train", *TINY, "--epochs", "2", "--seeds", "0,2", "--jobs", "1", "--out", str(tmp_path))
+    assert code == 0, err
+    assert is_done(tmp_path / "seed_0") and is_done(tmp_path / "seed_2")
+    assert read_config(tmp_path / "seed_2")["train"]["seed"] == 2
+    assert "seed_0" in stdout and "seed_2" in stdout
+
+
+def test_demo_prints_splits_ratios_parameters_and_hooks(capsys):
+    code, out, err = run_cli(capsys, "demo")
+    assert code == 0, err
+    assert "16384" in out and "2048" in out
+    assert "0.9000" in out  # the measured spurious ratio of train equals r exactly
+    assert "parameters:" in out and "blocks.1.attn.hook_pattern" in out
