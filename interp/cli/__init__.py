@@ -16,12 +16,13 @@ import traceback
 
 import click
 
+from interp.cli.analyses import AnalysisGroup
 from interp.errors import ConfigError, InterpError, TrainingInterrupted
 
 EXIT_RUNTIME, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(cls=AnalysisGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
 @click.version_option(package_name="interp")
 @click.pass_context

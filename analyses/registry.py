@@ -1,0 +1,16 @@
+"""The one list of analyses: name -> (module, one-line summary).
+
+Deliberately free of heavy imports: `interp --help` lists these commands without importing
+torch. Each module named here defines `ANALYSIS` (an `interp.results.Analysis`) whose `name`
+and `summary` must equal this entry (a test checks), and the CLI subcommands, docs pages and
+integration tests are all generated from this dict.
+"""
+
+from __future__ import annotations
+
+REGISTRY: dict[str, tuple[str, str]] = {
+    "patch": ("analyses.patch", "Activation patching between splits: how much each site restores the source behaviour."),
+    "ablate": ("analyses.ablate", "Zero- and mean-ablate every head and MLP: change in accuracy and loss per split."),
+    "fingerprint": ("analyses.fingerprint", "Per-head circuit fingerprints: QK magnitude sorting, attention to position 0, OV parity."),
+    "grads": ("analyses.grads", "Per-group gradient decomposition: conflict (cosine) and amplification per block."),
+}
