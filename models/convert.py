@@ -34,19 +34,33 @@ _REQUIRED_TL = {
 _TL_BUFFERS = ("IGNORE", "mask")
 
 
+def _transformer_lens_3(name: str) -> type:
+    """Import `name` from TransformerLens 3.x, or explain that 4.x removed it."""
+    import transformer_lens
+
+    try:
+        return getattr(transformer_lens, name)
+    except (ImportError, AttributeError):
+        from importlib.metadata import version
+
+        raise ConfigError(
+            f"transformer_lens.{name} is not available in transformer-lens {version('transformer-lens')}",
+            "conversion to a HookedTransformer needs transformer-lens 3.x (pip install 'transformer-lens>=3.9,<4')",
+        ) from None
+
+
 def to_transformer_lens_config(cfg: TransformerConfig) -> HookedTransformerConfig:
     """Return the `HookedTransformerConfig` of the same architecture.
 
     Raises:
         ConfigError: For a model without positional embeddings (TransformerLens always has some).
     """
-    from transformer_lens import HookedTransformerConfig
-
     if cfg.positional_embedding_type != "standard":
         raise ConfigError(
             f"positional_embedding_type={cfg.positional_embedding_type!r} has no TransformerLens equivalent",
             "only 'standard' (learned W_pos) converts",
         )
+    HookedTransformerConfig = _transformer_lens_3("HookedTransformerConfig")
     fields = {name: getattr(cfg, name) for name in _SHARED_FIELDS}
     return HookedTransformerConfig(**fields, initializer_range=cfg.init_range, default_prepend_bos=False)
 
@@ -90,8 +104,7 @@ def from_transformer_lens(tl_model: HookedTransformer) -> Transformer:
 
 def to_transformer_lens(model: Transformer) -> HookedTransformer:
     """Return a TransformerLens `HookedTransformer` with the same weights (on the CPU)."""
-    from transformer_lens import HookedTransformer
-
+    HookedTransformer = _transformer_lens_3("HookedTransformer")
     tl_model = HookedTransformer(to_transformer_lens_config(model.cfg))
     missing, unexpected = tl_model.load_state_dict(model.state_dict(), strict=False)
     if unexpected or any(k.rsplit(".", 1)[-1] not in _TL_BUFFERS for k in missing):
