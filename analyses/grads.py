@@ -34,7 +34,7 @@ class Params:
 
     split: str = param("train", "Split whose examples are differentiated.")
     groups: str = param("consistent,opposing", "Two group masks of the split, 'a,b' (study C: clean,corrupted).")
-    loss: str = param("auto", "Loss: cross_entropy, mse, or auto (mse for study C's quadratic MLP, else cross_entropy).")
+    loss: str = param("auto", "Loss: cross_entropy, mse, or auto (the loss the run was trained with).")
     chunk: int = param(8192, "Largest batch differentiated at once.")
 
 
@@ -106,8 +106,7 @@ class GradsResult(Result):
 
 def _loss(subject: Subject, loss: str) -> str:
     if loss == "auto":
-        # The studies' losses; a Subject does not carry its run's training loss.
-        return "mse" if getattr(subject.model.cfg, "kind", None) == "quadratic_mlp" else "cross_entropy"
+        return subject.loss
     if loss not in LOSSES:
         raise ConfigError(f"loss={loss!r} is not supported", did_you_mean(loss, (*LOSSES, "auto")))
     return loss

@@ -31,4 +31,7 @@ def load_subject(path: str | Path) -> Subject:
             f"the data rebuilt for {ckpt.path} differs from what it was trained on",
             "the task code changed since the run; analyse it with the interp version in its config.json",
         )
-    return Subject(model=model, task=task, splits=splits, step=ckpt.step, source=str(ckpt.path))
+    return Subject(
+        model=model, task=task, splits=splits, step=ckpt.step, source=str(ckpt.path),
+        loss=ckpt.config["train"].get("loss", "cross_entropy"),
+    )

@@ -27,6 +27,7 @@ class Subject:
         splits: The task's splits for the run's data seed.
         step: The training step of the checkpoint, if it came from one.
         source: The checkpoint folder, if it came from one.
+        loss: The loss the model was trained with (``"cross_entropy"`` or ``"mse"``).
     """
 
     model: nn.Module
@@ -34,6 +35,7 @@ class Subject:
     splits: Mapping[str, Split]
     step: int | None = None
     source: str | None = None
+    loss: str = "cross_entropy"
 
     def split(self, name: str) -> Split:
         """Return the split `name`, or raise a ConfigError listing the valid names."""
