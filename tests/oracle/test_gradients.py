@@ -87,7 +87,7 @@ def test_quadratic_mlp_with_clean_and_corrupted_groups():
     for name, net in zip(grads.names, grads.net()):
         torch.testing.assert_close(net, full[name], atol=1e-6, rtol=1e-5)
     assert [block_of(n) for n in grads.names] == ["embed", "embed", "unembed"]
-    result = compute(Subject(model, task, task.splits(0)), Params(groups="clean,corrupted"))
+    result = compute(Subject(model, task, task.splits(0), loss="mse"), Params(groups="clean,corrupted"))
     assert result.loss == "mse" and result.blocks == ["total", "embed", "unembed"]
     assert (result.n_a, result.n_b) == (int(a.sum()), int(b.sum()))
 
