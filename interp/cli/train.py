@@ -8,26 +8,16 @@ gave.
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from interp.config import from_dict, to_dict
 from interp.errors import ConfigError, did_you_mean
 from interp.summary import format_table
+from interp.sweep import RunSpec
 
 DEFAULT_PRESET = "mpsp-2l2h"
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    """Everything needed to (re)start one run: its folder and its three configs as dicts."""
-
-    out: Path
-    model: dict[str, Any]
-    task: dict[str, Any]
-    train: dict[str, Any]
 
 
 def plan_runs(
@@ -67,7 +57,7 @@ def plan_runs(
         fields = {**PRESET_TRAINING[preset], **train_options, "seed": s, "bf16": bool(bf16)}
         train = to_dict(from_dict(TrainConfig, fields, where="the training options"))
         folder = Path(out) / f"seed_{s}" if seeds is not None else Path(out)
-        specs.append(RunSpec(folder, model, task.to_dict(), train))
+        specs.append(RunSpec(folder, model, task.to_dict(), train, tags={"seed": s}))
     return specs
 
 
@@ -76,23 +66,6 @@ def _spec_from_run(run_dir: Path) -> RunSpec:
 
     config = read_config(run_dir)
     return RunSpec(run_dir, config["model"], config["task"], config["train"])
-
-
-def train_one(spec: RunSpec, *, device: str, threads: int | None, progress: bool) -> dict[str, Any]:
-    """Build the task and model of `spec` and train (or resume) it. Returns the run summary."""
-    import torch
-
-    from interp.training import TrainConfig, train
-    from models import build_model
-    from tasks import task_from_dict
-
-    if threads:
-        torch.set_num_threads(threads)
-    _check_device(device)
-    config = from_dict(TrainConfig, spec.train, where=str(spec.out / "config.json"))
-    task = task_from_dict(spec.task, where=str(spec.out / "config.json"))
-    model = build_model(spec.model, seed=config.seed)
-    return train(spec.out, model, task, config, device=device, progress=progress)
 
 
 def _check_device(device: str) -> None:
@@ -113,32 +86,28 @@ def train_runs(specs: list[RunSpec], *, device: str, threads: int | None, jobs: 
     processes (joblib), sharing the cores; a failing run is reported and does not stop the
     others.
     """
+    from analyses.runs import train_spec
+    from interp.executors import LocalExecutor
+    from interp.sweep import run_sweep
+
+    _check_device(device)
     if len(specs) == 1:
-        summary = train_one(specs[0], device=device, threads=threads, progress=progress)
-        return format_run_summary(specs[0].out, summary)
-    from joblib import Parallel, delayed
-    from tqdm.auto import tqdm
+        if threads:
+            import torch
 
-    cores = os.cpu_count() or 1
-    jobs = jobs or min(len(specs), cores)
-    threads = threads or max(1, cores // jobs)
-    results = Parallel(n_jobs=jobs, return_as="generator_unordered")(
-        delayed(_train_one_reporting)(spec, device, threads) for spec in specs
+            torch.set_num_threads(threads)
+        return format_run_summary(specs[0].out, train_spec(specs[0], device=device, progress=progress))
+    executor = LocalExecutor(jobs=jobs, threads=threads)
+    outcomes = list(run_sweep(specs, partial(train_spec, device=device), executor, progress=progress))
+    table = format_table(
+        ["run", "epochs", "final accuracies", "milestones"],
+        [[str(o.item.out), *(_summary_cells(o.value) if o.ok else ["-", o.error.splitlines()[0], ""])]
+         for o in sorted(outcomes, key=lambda o: str(o.item.out))],
     )
-    rows = [row for row in tqdm(results, total=len(specs), disable=not progress, unit="run")]
-    failed = [r for r in rows if r[1] is None]
-    table = format_table(["run", "epochs", "final accuracies", "milestones"],
-                         [[str(out), *(_summary_cells(s) if s else ["-", err, ""])] for out, s, err in sorted(rows, key=lambda r: str(r[0]))])
+    failed = sum(not o.ok for o in outcomes)
     if failed:
-        raise RuntimeError(f"{len(failed)} of {len(specs)} runs failed:\n{table}")
+        raise RuntimeError(f"{failed} of {len(specs)} runs failed:\n{table}")
     return table
-
-
-def _train_one_reporting(spec: RunSpec, device: str, threads: int) -> tuple[Path, dict | None, str]:
-    try:
-        return spec.out, train_one(spec, device=device, threads=threads, progress=False), ""
-    except Exception as err:  # noqa: BLE001 - one failing run must not stop the others
-        return spec.out, None, f"{type(err).__name__}: {err}"
 
 
 def _summary_cells(summary: dict[str, Any]) -> list[str]:
