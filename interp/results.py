@@ -71,8 +71,12 @@ class Result:
         """A compact text table for the CLI (the first `rows` rows of `to_frame`)."""
         return self.to_frame().head(rows).to_string(index=False, float_format=lambda v: f"{v:.4g}")
 
-    def save(self, folder: str | Path) -> Path:
-        """Write `result.json`, `tensors.safetensors` and `figure.html` into `folder`."""
+    def save(self, folder: str | Path, *, figure: bool = True) -> Path:
+        """Write `result.json`, `tensors.safetensors` and (if `figure`) `figure.html` into `folder`.
+
+        The figure's plotly.js goes beside it once (`plotly.min.js`), so the folder works
+        offline; caches of many results (`interp.evolution`) skip the figure.
+        """
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -83,7 +87,8 @@ class Result:
             "format_version": RESULT_FORMAT_VERSION, "analysis": self.analysis, "fields": fields,
             "tensor_fields": sorted(tensors),
         })
-        self.figure().write_html(folder / FIGURE_FILE, include_plotlyjs="directory")
+        if figure:
+            self.figure().write_html(folder / FIGURE_FILE, include_plotlyjs="directory")
         return folder
 
     @classmethod

@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 from interp.atomic import atomic_write_json
 from interp.errors import ConfigError
 from interp.executors import Executor, Outcome
-from interp.run import is_done, read_done, read_json
+from interp.run import FORMAT_VERSION, is_done, read_done, read_json
 
 SWEEP_FILE = "sweep.json"
 
@@ -70,7 +70,7 @@ def write_sweep(sweep_dir: str | Path, specs: Sequence[RunSpec], meta: dict[str,
         ConfigError: If the folder already holds a different sweep.
     """
     sweep_dir = Path(sweep_dir)
-    content = {"meta": meta, "runs": [_relative(s, sweep_dir) for s in specs]}
+    content = {"format_version": FORMAT_VERSION, "meta": meta, "runs": [_relative(s, sweep_dir) for s in specs]}
     path = sweep_dir / SWEEP_FILE
     if path.exists():
         existing = read_json(path, what="sweep file")

@@ -12,6 +12,7 @@ unless `--debug`.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 import traceback
 
 import click
@@ -37,8 +38,8 @@ def cli(ctx: click.Context, debug: bool) -> None:
 @click.option("--r", "r", default=0.9, show_default=True, type=float, help="Spurious ratio of the train split, in [0, 1].")
 @click.option("--preset", default="mpsp-2l2h", show_default=True, help="Model preset.")
 @click.option("--data-seed", default=0, show_default=True, type=int, help="Seed of the data splits.")
-def demo(label: str, shortcut: str, r: float, preset: str, data_seed: int) -> None:
-    """Build a study-A dataset and model and print a summary of both."""
+def describe(label: str, shortcut: str, r: float, preset: str, data_seed: int) -> None:
+    """Build a study-A dataset and model and print a summary of both (sizes, ratios, hooks)."""
     from interp.summary import summarize_task_and_model
     from models import build_model, preset_config
     from tasks import MPSPTask
@@ -46,6 +47,103 @@ def demo(label: str, shortcut: str, r: float, preset: str, data_seed: int) -> No
     task = MPSPTask(label=label, shortcut=shortcut, r=r)
     model = build_model(preset_config(preset, task))
     click.echo(summarize_task_and_model(task, task.splits(data_seed), model, preset=preset))
+
+
+_EXECUTORS = click.Choice(["local", "slurm", "submitit-local"])
+
+
+@cli.command()
+@click.option("--grid", default="demo", show_default=True, help="A named grid (demo, study-a, study-c) or a grid .json file.")
+@click.option("--set", "axes", multiple=True, help="Sweep a field: FIELD=V1,V2 (task or training field; repeatable).")
+@click.option("--seeds", type=int, default=None, help="Seeds per configuration [default: the grid's].")
+@click.option("--epochs", type=int, default=None, help="Epochs per run [default: the grid's].")
+@click.option("--out", type=click.Path(file_okay=False), required=True, help="Sweep folder (created, or resumed).")
+@click.option("--executor", type=_EXECUTORS, default="local", show_default=True, help="Where runs execute.")
+@click.option("--jobs", type=int, default=None, help="Local runs in parallel [default: one per core].")
+@click.option("--threads", type=int, default=None, help="torch threads per run.")
+@click.option("--partition", default=None, help="Slurm partition.")
+@click.option("--timeout-min", type=int, default=240, show_default=True, help="Slurm time limit per run.")
+@click.option("--report/--no-report", default=True, show_default=True, help="Write the HTML report at the end.")
+@click.option("--no-progress", is_flag=True, help="Hide progress bars.")
+def sweep(grid, axes, seeds, epochs, out, executor, jobs, threads, partition, timeout_min, report, no_progress) -> None:
+    """Train a grid of runs (finished runs are skipped, interrupted ones resume), then report.
+
+    \b
+    Examples:
+      interp sweep --grid demo --out runs/demo
+      interp sweep --grid study-a --set r=0.5,0.9 --seeds 10 --out runs/a --executor slurm --partition gpu
+    """
+    from interp.cli.sweep import load_grid, make_executor, run_grid, write_sweep_report
+
+    out_dir = Path(out)
+    the_grid = load_grid(grid, seeds=seeds, epochs=epochs, axes=list(axes))
+    runner = make_executor(executor, jobs=jobs, threads=threads, folder=out_dir, partition=partition, timeout_min=timeout_min)
+    finished, failures = run_grid(the_grid, out_dir, runner, progress=not no_progress)
+    click.echo(f"{finished} runs finished in {out_dir}")
+    if report:
+        click.echo(f"report: {write_sweep_report(out_dir, evolution=False, progress=not no_progress)}")
+    if failures:
+        raise RuntimeError(f"{len(failures)} runs failed (the others finished):\n" + "\n".join(failures))
+
+
+@cli.command()
+@click.argument("sweep_dir", type=click.Path(file_okay=False))
+@click.option("--evolution/--no-evolution", default=False, show_default=True,
+              help="Per-run circuit-evolution figures (study A; computes fingerprints and gradients per checkpoint).")
+@click.option("--no-progress", is_flag=True, help="Hide progress bars.")
+def report(sweep_dir: str, evolution: bool, no_progress: bool) -> None:
+    """Write SWEEP_DIR/report.html: rates per configuration with Wilson intervals, every run's figure."""
+    from interp.cli.sweep import write_sweep_report
+
+    click.echo(f"report: {write_sweep_report(Path(sweep_dir), evolution=evolution, progress=not no_progress)}")
+
+
+@cli.command()
+@click.option("--run", "run_dir", type=click.Path(file_okay=False), required=True, help="A run folder.")
+@click.option("--analysis", default=None, help="A registered analysis to evolve [default: study A's circuit figure].")
+@click.option("--out", type=click.Path(file_okay=False), default=None, help="Output folder [default: RUN/evolution].")
+@click.option("--no-progress", is_flag=True, help="Hide progress bars.")
+def evolve(run_dir: str, analysis: str | None, out: str | None, no_progress: bool) -> None:
+    """Run an analysis over every checkpoint of a run (cached per step), or draw study A's
+    circuit-evolution figure and checkpoint explorer."""
+    from analyses import get_analysis, load_subject
+    from interp.evolution import evolve as evolve_run
+
+    folder = Path(out) if out else Path(run_dir) / "evolution"
+    folder.mkdir(parents=True, exist_ok=True)
+    if analysis is None:
+        from analyses.circuit_evolution import attention_explorer, circuit_evolution_figure
+
+        circuit_evolution_figure(run_dir, progress=not no_progress).write_html(folder / "circuit_evolution.html", include_plotlyjs="directory")
+        attention_explorer(run_dir).write_html(folder / "explorer.html", include_plotlyjs="directory")
+        click.echo(f"wrote {folder / 'circuit_evolution.html'} and {folder / 'explorer.html'}")
+        return
+    entry = get_analysis(analysis)
+    evolution = evolve_run(run_dir, entry, entry.params(), load_subject, progress=not no_progress)
+    frame = evolution.to_frame()
+    frame.to_csv(folder / f"{analysis}.csv", index=False)
+    click.echo(f"{analysis} over {len(evolution.steps)} checkpoints -> {folder / f'{analysis}.csv'}")
+
+
+@cli.command()
+@click.option("--out", type=click.Path(file_okay=False), default="runs/demo", show_default=True, help="Sweep folder.")
+@click.option("--no-progress", is_flag=True, help="Hide progress bars.")
+def demo(out: str, no_progress: bool) -> None:
+    """The main job on built-in defaults: a small study-A sweep (1 vs 2 layers, r = 0.5 vs 0.9),
+    its circuit evolution, and an HTML report. About 10 minutes on 2 CPU cores."""
+    import time
+
+    from interp.cli.sweep import load_grid, make_executor, run_grid, write_sweep_report
+
+    start = time.perf_counter()
+    out_dir = Path(out)
+    grid = load_grid("demo", seeds=None, epochs=None, axes=[])
+    executor = make_executor("local", jobs=None, threads=None, folder=out_dir, partition=None, timeout_min=0)
+    finished, failures = run_grid(grid, out_dir, executor, progress=not no_progress)
+    if failures:
+        raise RuntimeError("demo runs failed:\n" + "\n".join(failures))
+    path = write_sweep_report(out_dir, evolution=True, progress=not no_progress)
+    click.echo(f"{finished} runs in {out_dir}; report: {path}  ({time.perf_counter() - start:.0f} s)")
 
 
 # Task options of `interp train`: (flag, task config field, type, help). Only the options the

@@ -91,8 +91,8 @@ def test_seeds_train_into_one_folder_each(capsys, tmp_path):
     assert "seed_0" in stdout and "seed_2" in stdout
 
 
-def test_demo_prints_splits_ratios_parameters_and_hooks(capsys):
-    code, out, err = run_cli(capsys, "demo")
+def test_describe_prints_splits_ratios_parameters_and_hooks(capsys):
+    code, out, err = run_cli(capsys, "describe")
     assert code == 0, err
     assert "16384" in out and "2048" in out
     assert "0.9000" in out  # the measured spurious ratio of train equals r exactly
