@@ -1,0 +1,149 @@
+"""Sweeps, evolution and reports on tiny runs (issue: circuit evolution, sweeps and reports)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import analyses.circuit_evolution as circuit_evolution
+from analyses import get_analysis, load_subject
+from analyses.report import rate_table, wilson
+from interp.checkpoint import checkpoint_name, list_checkpoints
+from interp.cli import main
+from interp.evolution import evolve
+from interp.run import is_done, read_done
+from interp.sweep import read_sweep
+
+GRID = {"presets": ["mpsp-1l1h", "mpsp-2l1h"], "task": {"vocab": 12, "n": 4, "n_train": 128, "n_val": 32, "n_adv": 32},
+        "train": {"epochs": 12, "eval_every": 4, "checkpoint_log_points": 4}, "axes": {"r": [0.5, 0.9]}, "seeds": 2}
+
+
+def _cli(capsys, *args):
+    with pytest.raises(SystemExit) as info:
+        main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return info.value.code, out, err
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("sweep")
+    (folder / "grid.json").write_text(json.dumps(GRID))
+    with pytest.raises(SystemExit) as info:
+        main(["sweep", "--grid", str(folder / "grid.json"), "--out", str(folder / "out"), "--jobs", "1", "--no-progress"])
+    assert info.value.code == 0
+    return folder / "out"
+
+
+def test_sweep_trains_every_grid_point_with_derived_seeds(sweep_dir):
+    specs, meta = read_sweep(sweep_dir)
+    assert len(specs) == 8 and all(is_done(s.out) for s in specs)
+    assert meta["grid"]["axes"] == {"r": [0.5, 0.9]}
+    by_point = {(s.tags["preset"], s.tags["r"], s.tags["seed"]): s for s in specs}
+    # Same model and seed index -> same init at every r; another seed index -> another init.
+    assert by_point["mpsp-1l1h", 0.5, 0].train["seed"] == by_point["mpsp-1l1h", 0.9, 0].train["seed"]
+    assert by_point["mpsp-1l1h", 0.5, 0].train["seed"] != by_point["mpsp-1l1h", 0.5, 1].train["seed"]
+    assert by_point["mpsp-1l1h", 0.5, 1].train["data_seed"] == by_point["mpsp-2l1h", 0.9, 1].train["data_seed"]
+
+
+def test_report_table_matches_the_runs_summaries(sweep_dir, capsys):
+    code, out, _ = _cli(capsys, "report", sweep_dir, "--no-progress")
+    assert code == 0 and (sweep_dir / "report.html").exists()
+    specs, _ = read_sweep(sweep_dir)
+    table = rate_table(specs)
+    assert len(table) == 4  # 2 presets x 2 ratios, one milestone
+    for row in table.itertuples():
+        runs = [s for s in specs if s.tags["preset"] == row.preset and s.tags["r"] == row.r]
+        steps = [read_done(s.out)["milestones"]["generalized"]["step"] for s in runs]
+        reached = sum(step is not None for step in steps)
+        assert (row.runs, row.reached, row.rate) == (2, reached, reached / 2)
+        assert (row.ci_low, row.ci_high) == pytest.approx(wilson(reached, 2))
+    html = (sweep_dir / "report.html").read_text()
+    assert "Wilson" in html and html.count("plotly-graph-div") >= 8
+
+
+def test_wilson_interval_known_values():
+    low, high = wilson(7, 10)
+    assert (low, high) == pytest.approx((0.3968, 0.8922), abs=1e-4)  # textbook Wilson 95% for 7/10
+    assert wilson(0, 10)[0] == 0.0
+
+
+def test_evolution_equals_the_single_checkpoint_analysis_and_is_cached(sweep_dir):
+    run = read_sweep(sweep_dir)[0][0].out
+    analysis = get_analysis("fingerprint")
+    params = analysis.params(split="adv")
+    evolution = evolve(run, analysis, params, load_subject, progress=False)
+    assert evolution.steps == list_checkpoints(run)
+    for step, result in zip(evolution.steps, evolution.results):
+        direct = analysis.compute(load_subject(run / "checkpoints" / checkpoint_name(step)), params)
+        for name in ("qk_rho_weights", "qk_rho_empirical", "attn_pos0", "ov_parity_rho"):
+            torch.testing.assert_close(getattr(result, name), getattr(direct, name), equal_nan=True)
+    calls = []
+    counting = dataclasses.replace(analysis, compute=lambda *a: calls.append(a))
+    evolve(run, counting, params, load_subject, progress=False)
+    assert calls == []  # everything came from the cache
+    assert set(evolution.to_frame()["step"]) == set(evolution.steps)
+
+
+def test_changed_params_recompute_instead_of_returning_stale_results(sweep_dir):
+    run = read_sweep(sweep_dir)[0][0].out
+    analysis = get_analysis("fingerprint")
+    on_adv = evolve(run, analysis, analysis.params(split="adv"), load_subject, progress=False)
+    on_val = evolve(run, analysis, analysis.params(split="val"), load_subject, progress=False)
+    assert all(r.split == "val" for r in on_val.results) and all(r.split == "adv" for r in on_adv.results)
+
+
+def test_circuit_evolution_figure_and_explorer(sweep_dir):
+    run = read_sweep(sweep_dir)[0][0].out
+    fig = circuit_evolution.circuit_evolution_figure(run)
+    names = {trace.name for trace in fig.data}
+    assert {"train acc", "val acc", "adv acc", "cos(g_c, g_o)", "L0H0 qk_rho_weights", "L0H0 ov_parity_rho"} <= names
+    explorer = circuit_evolution.attention_explorer(run)
+    assert len(explorer.frames) == len(list_checkpoints(run))
+
+
+def test_phase2_onset_on_a_synthetic_stream():
+    records = [{"step": s, "adv/acc": a, "val/acc": v} for s, a, v in
+               [(0, 0.5, 0.5), (10, 0.1, 1.0), (20, 0.7, 0.95), (30, 0.7, 1.0), (40, 1.0, 1.0)]]
+    assert circuit_evolution.phase2_onset(records, chance=0.5) == 30
+    assert circuit_evolution.phase2_onset(records[:3], chance=0.5) is None
+
+
+def test_a_failing_run_is_reported_and_the_others_finish(tmp_path, capsys):
+    (tmp_path / "grid.json").write_text(json.dumps({**GRID, "presets": ["mpsp-1l1h"], "seeds": 1}))
+    out = tmp_path / "out"
+    # Sabotage one run: its folder already holds another run's config.
+    bad = out / "mpsp-1l1h" / "r=0.9" / "seed_0"
+    bad.mkdir(parents=True)
+    (bad / "config.json").write_text(json.dumps({"format_version": 1, "model": {}, "task": {}, "train": {}}))
+    code, _, err = _cli(capsys, "sweep", "--grid", tmp_path / "grid.json", "--out", out, "--jobs", "1", "--no-progress")
+    assert code == 1
+    assert "1 runs failed" in err and "r=0.9" in err
+    assert is_done(out / "mpsp-1l1h" / "r=0.5" / "seed_0")
+
+
+def test_interrupted_sweep_restarts_without_retraining_finished_runs(tmp_path):
+    (tmp_path / "grid.json").write_text(json.dumps({**GRID, "train": {**GRID["train"], "epochs": 60}}))
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "interp", "sweep", "--grid", str(tmp_path / "grid.json"), "--out", str(out),
+               "--jobs", "1", "--threads", "1", "--no-progress", "--no-report"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(out.glob("**/DONE")):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    finished = {p: p.stat().st_mtime_ns for p in out.glob("**/DONE")}
+    assert 1 <= len(finished) < 8
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert all(path.stat().st_mtime_ns == mtime for path, mtime in finished.items())
+    assert len(list(out.glob("**/DONE"))) == 8
