@@ -16,7 +16,7 @@ accuracy and loss change. The components and what is replaced:
 Zero ablation writes zeros. Mean ablation writes the mean activation over the examples of the
 evaluated split, separately for each position (the position carries information that is the
 same for every example: the readout token sits at the last one). Each ablation is one run per
-component; the runs are batched by `interp.patching.run_interventions`.
+component; the runs are batched by `interp.interventions.run_interventions`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from torch import Tensor, nn
 
 from interp.errors import ConfigError, did_you_mean
 from interp.evaluation import per_example_loss
-from interp.patching import DEFAULT_MAX_ROWS, Index, Intervention, run_interventions
+from interp.interventions import DEFAULT_MAX_ROWS, Index, Intervention, run_interventions
 
 KINDS = ("zero", "mean")
 

@@ -19,7 +19,8 @@ import models
 import tasks
 from interp import patching
 from interp.errors import ConfigError
-from interp.patching import Intervention, PatchPairs, SITES, aligned_pairs, cross_pairs, patch_sweep
+from interp.interventions import Intervention, run_interventions
+from interp.patching import PatchPairs, SITES, aligned_pairs, cross_pairs, patch_sweep
 
 ATOL = 1e-5
 TASK = tasks.MPSPTask(vocab=12, n=4, n_train=128, n_val=32, n_adv=32)
@@ -170,7 +171,7 @@ def test_self_patching_changes_nothing(model, splits):
 def test_patching_all_of_resid_pre_at_layer_0_reproduces_the_source(model, pairs):
     _, cache = model.run_with_cache(pairs.source_tokens)
     everything = Intervention("blocks.0.hook_resid_pre", (), cache["blocks.0.hook_resid_pre"])
-    logits = patching.run_interventions(model, pairs.target_tokens, [everything])[0]
+    logits = run_interventions(model, pairs.target_tokens, [everything])[0]
     source_logits = model(pairs.source_tokens)[:, -1]
     torch.testing.assert_close(logits, source_logits, atol=ATOL, rtol=0)
     labels = (pairs.source_labels, pairs.target_labels)
