@@ -58,6 +58,12 @@ class QuadraticMLP(HookedRootModule):
         """Return the logits (the model has a single readout)."""
         return self.forward(tokens)
 
+    def fast_readout(self, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch d_vocab_out"]:
+        """Return the logits for training, without running hooks (same maths as `forward`)."""
+        if tokens.ndim != 2 or tokens.shape[1] < 2:
+            raise ValueError(f"tokens must have shape [batch, pos >= 2], got {tuple(tokens.shape)}")
+        return (self.W_E_left[tokens[:, 0]] + self.W_E_right[tokens[:, 1]]).square() @ self.W_U
+
     def run_with_cache(self, *args, **kwargs) -> tuple[Tensor, ActivationCache]:  # type: ignore[override]
         """Run the model and return `(logits, ActivationCache)`."""
         out, cache_dict = super().run_with_cache(*args, **kwargs)

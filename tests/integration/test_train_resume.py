@@ -18,7 +18,7 @@ from interp.run import is_done, read_metrics
 # Tiny but real: a 2-layer model with minibatches, so the minibatch RNG must resume too.
 ARGS = ["--preset", "mpsp-2l1h", "--vocab", "12", "--n", "4", "--n-train", "256", "--n-val", "64",
         "--n-adv", "64", "--epochs", "40", "--batch-size", "100", "--eval-every", "3",
-        "--checkpoint-every", "5", "--threads", "1", "--no-progress"]
+        "--checkpoint-every", "5", "--threads", "2", "--no-progress"]
 
 
 def _interp(*args: str, **kwargs) -> subprocess.CompletedProcess:
@@ -69,7 +69,7 @@ def test_sigkill_then_resume_is_bit_identical(tmp_path, reference, kill_after_re
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not is_done(out)
-    result = _interp("train", "--resume", str(out), "--threads", "1", "--no-progress")
+    result = _interp("train", "--resume", str(out), "--threads", "2", "--no-progress")
     assert result.returncode == 0, result.stderr
     _assert_identical(reference, out)
 
