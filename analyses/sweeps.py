@@ -89,8 +89,16 @@ GRIDS: dict[str, Grid] = {
     "demo": Grid(
         presets=("mpsp-1l1h", "mpsp-2l2h"),
         task={"vocab": 16, "n_train": 2048, "n_val": 512, "n_adv": 512},
-        train={"epochs": 400, "eval_every": 20, "checkpoint_log_points": 8},
+        train={"epochs": 2500, "eval_every": 50, "checkpoint_log_points": 10},
         axes={"r": [0.5, 0.9]}, seeds=2,
+    ),
+    # Study A at CPU scale (docs/study_a.md): 8x fewer train examples, 4x smaller vocabulary,
+    # 5x fewer epochs than the study; 10 seeds per cell.
+    "study-a-cpu": Grid(
+        presets=("mpsp-1l1h", "mpsp-2l2h"),
+        task={"vocab": 16, "n_train": 2048, "n_val": 512, "n_adv": 512},
+        train={"epochs": 3000, "eval_every": 50, "checkpoint_log_points": 12},
+        axes={"r": [0.5, 0.9, 0.15]}, seeds=10,
     ),
     # The study's full scale (GPU-sized): 1 vs 2 layers at r in {0.5, 0.9, 0.15}, 10 seeds.
     "study-a": Grid(presets=("mpsp-1l1h", "mpsp-2l2h"), axes={"r": [0.5, 0.9, 0.15]}, seeds=10),
