@@ -11,13 +11,13 @@ PYTEST_ARGS ?=
 BIN   := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-slow test-tl4 clean
+.PHONY: install demo test test-slow test-tl4 docs clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q $(TORCH_SPEC)
-	$(BIN)/python -m pip install -q -e '.[test]' '$(TL_SPEC)'
+	$(BIN)/python -m pip install -q -e '.[test,cluster]' '$(TL_SPEC)'
 	touch $@
 
 install: $(STAMP)
@@ -36,6 +36,15 @@ test-slow: $(STAMP)
 test-tl4:
 	$(MAKE) VENV=.venv-tl4 TL_SPEC='transformer-lens>=4,<5' install
 	.venv-tl4/bin/python -m pytest -q tests/unit/models
+
+# The docs site (Sphinx + MyST-NB + furo), tutorials executed, warnings as errors.
+DOCS_STAMP := $(VENV)/.docs-installed
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[docs]'
+	touch $@
+
+docs: $(DOCS_STAMP)
+	$(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html
 
 clean:
 	rm -rf $(VENV) .venv-tl4 .pytest_cache .hypothesis

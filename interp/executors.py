@@ -74,3 +74,209 @@ class LocalExecutor:
             return
         parallel = Parallel(n_jobs=jobs, return_as="generator_unordered")
         yield from parallel(delayed(_call_reporting)(fn, item, threads) for item in items)
+
+
+_SUBMITIT_CLUSTERS = ("slurm", "local", "debug")
+
+
+def _import_submitit() -> Any:
+    try:
+        import submitit
+    except ImportError as err:
+        from interp.errors import ConfigError
+
+        raise ConfigError(
+            "SubmititExecutor needs the submitit package, which is not installed",
+            hint="pip install 'interp[cluster]'",
+        ) from err
+    return submitit
+
+
+def _slurm_live_ids(job_ids: Sequence[str]) -> set[str] | None:
+    """Job ids (``123_4`` for array tasks) that Slurm still lists as pending/running.
+
+    None when squeue cannot be asked (then nothing may be concluded from absence).
+    """
+    import subprocess
+
+    mains = sorted({job_id.split("_")[0] for job_id in job_ids})
+    try:
+        listed = subprocess.run(
+            ["squeue", "--noheader", "--array", "--format=%i", "--jobs", ",".join(mains)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if listed.returncode != 0:
+        # squeue exits 1 with "Invalid job id specified" once every listed job has left its
+        # memory (MinJobAge): all of them are gone, not unknown.
+        return set() if "Invalid job id" in listed.stderr else None
+    return {line.strip() for line in listed.stdout.splitlines() if line.strip()}
+
+
+@dataclass(frozen=True)
+class SubmititExecutor:
+    """Run items as one Slurm job array through submitit (needs the ``cluster`` extra).
+
+    Each item becomes one array task running ``fn(item)``; an exception inside ``fn`` and a
+    failure of the task itself (killed, timed out, out of memory, node failure) both come
+    back as an `Outcome` with ``error`` set, never as an exception from `map`. Closing the
+    iterator early (``break``, Ctrl-C) cancels the tasks not finished yet.
+
+    Attributes:
+        folder: Where submitit writes the pickled calls, results and logs (``%j`` allowed);
+            must be on a file system the compute nodes share with this machine.
+        cluster: submitit's executor: ``"slurm"``, ``"local"`` (subprocesses on this
+            machine, at most ``array_parallelism`` at once) or ``"debug"`` (in this process,
+            one after another).
+        partition: Slurm partition (None: the cluster's default).
+        timeout_min: Time limit per task, in minutes.
+        cpus_per_task: CPUs Slurm reserves per task.
+        mem_gb: Memory Slurm reserves per task, in GB.
+        array_parallelism: Tasks of the array running at once.
+        threads: torch threads per task (default: ``cpus_per_task``).
+        poll_s: Longest wait between two checks for finished tasks.
+        slurm_extra: Further submitit Slurm parameters (``{"account": "x", "qos": "y"}``,
+            without the ``slurm_`` prefix), for clusters that need them.
+    """
+
+    folder: str | os.PathLike[str]
+    cluster: str = "slurm"
+    partition: str | None = None
+    timeout_min: int = 240
+    cpus_per_task: int = 2
+    mem_gb: float = 4
+    array_parallelism: int = 64
+    threads: int | None = None
+    poll_s: float = 10.0
+    slurm_extra: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        from interp.errors import ConfigError
+
+        if self.cluster not in _SUBMITIT_CLUSTERS:
+            raise ConfigError(
+                f"unknown submitit cluster {self.cluster!r}", hint=f"one of {', '.join(_SUBMITIT_CLUSTERS)}"
+            )
+        for name in ("timeout_min", "cpus_per_task", "array_parallelism"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.mem_gb <= 0 or self.poll_s <= 0:
+            raise ConfigError(f"mem_gb and poll_s must be positive, got {self.mem_gb} and {self.poll_s}")
+
+    def _executor(self) -> Any:
+        submitit = _import_submitit()
+        executor = submitit.AutoExecutor(folder=self.folder, cluster=self.cluster)
+        params: dict[str, Any] = {
+            "timeout_min": self.timeout_min,
+            "cpus_per_task": self.cpus_per_task,
+            "mem_gb": self.mem_gb,
+            "slurm_array_parallelism": self.array_parallelism,
+        }
+        if self.partition is not None:
+            params["slurm_partition"] = self.partition
+        params.update({f"slurm_{key}": value for key, value in (self.slurm_extra or {}).items()})
+        executor.update_parameters(**params)
+        return executor
+
+    def map(self, fn: Callable[[T], Any], items: Sequence[T]) -> Iterator[Outcome[T]]:
+        import time
+
+        items = list(items)
+        if not items:
+            return
+        executor = self._executor()
+        threads = self.threads or self.cpus_per_task
+        # Slurm takes the whole sweep as one array and throttles it itself (%parallelism);
+        # submitit's local executor has no throttle, so submit there as slots free up.
+        batch = len(items) if self.cluster == "slurm" else self.array_parallelism
+        waiting = list(items)
+        running: dict[Any, T] = {}
+        gone_since: dict[Any, float] = {}  # job -> when squeue first stopped listing it
+        wait = min(0.25, self.poll_s)
+        try:
+            while waiting or running:
+                if waiting and len(running) < batch:
+                    chunk = waiting[: batch - len(running)]
+                    del waiting[: len(chunk)]
+                    jobs = executor.map_array(_call_reporting, [fn] * len(chunk), chunk, [threads] * len(chunk))
+                    running.update(zip(jobs, chunk))
+                finished = [job for job in running if job.done()]
+                for job in finished:
+                    yield self._outcome(job, running.pop(job))
+                if self.cluster == "slurm" and running:
+                    vanished = self._vanished(list(running), gone_since)
+                    for job in vanished:
+                        yield self._lost(job, running.pop(job))
+                    finished += vanished
+                if finished:
+                    wait = min(0.25, self.poll_s)
+                elif running:
+                    time.sleep(wait)
+                    wait = min(wait * 2, self.poll_s)
+        finally:
+            for job in running:  # closed early: do not leave orphan tasks behind
+                try:
+                    job.cancel(check=False)
+                except Exception:  # noqa: BLE001, S110 - best effort on the way out
+                    pass
+
+    @staticmethod
+    def _vanished(jobs: list[Any], gone_since: dict[Any, float]) -> list[Any]:
+        """Tasks Slurm no longer lists yet left no result: failed at the Slurm level.
+
+        submitit learns of such failures from ``sacct`` only, which needs accounting
+        (slurmdbd) and is polled rarely; ``squeue`` answers without it. A task counts as
+        gone after being missing for 10 s, so that a result still being written is not lost.
+        """
+        import time
+
+        live = _slurm_live_ids([job.job_id for job in jobs])
+        if live is None:
+            return []
+        now = time.time()
+        gone = []
+        for job in jobs:
+            if job.job_id in live:
+                gone_since.pop(job, None)
+            elif now - gone_since.setdefault(job, now) >= 10:
+                gone.append(job)
+        return gone
+
+    @staticmethod
+    def _lost(job: Any, item: T) -> Outcome[T]:
+        """The outcome of a task that ended without writing a result.
+
+        Not through ``job.result()``: that waits until submitit itself sees the task finish,
+        which without Slurm accounting is never.
+        """
+        if job.paths.result_pickle.exists():  # written after all, just now
+            return SubmititExecutor._outcome_of_result(job, item)
+        log = (job.stderr() or "").strip()
+        state = job.watcher.get_state(job.job_id, mode="cache")
+        return Outcome(
+            item,
+            error=f"UncompletedJobError (job {job.job_id}): task ended without a result "
+            f"(Slurm state: {state}); it was killed, timed out, ran out of memory or exited hard. "
+            + (f"Error log {job.paths.stderr}:\n{log[-2000:]}" if log else f"See {job.paths.stdout}"),
+        )
+
+    def _outcome(self, job: Any, item: T) -> Outcome[T]:
+        if self.cluster != "slurm":
+            # submitit waits 15 s for a result file a shared file system may show late; on
+            # this machine a finished task without one has died (os._exit, killed, OOM).
+            job._results_timeout_s = 1
+        return self._outcome_of_result(job, item)
+
+    @staticmethod
+    def _outcome_of_result(job: Any, item: T) -> Outcome[T]:
+        try:
+            reported = job.result()
+        except Exception as err:  # noqa: BLE001 - the task died outside fn: report, go on
+            return Outcome(item, error=f"{type(err).__name__} (job {job.job_id}): {err}")
+        if not isinstance(reported, Outcome):  # pragma: no cover - only _call_reporting runs
+            return Outcome(item, reported)
+        return Outcome(item, reported.value, reported.error)
