@@ -147,3 +147,15 @@ def test_interrupted_sweep_restarts_without_retraining_finished_runs(tmp_path):
     assert result.returncode == 0, result.stderr
     assert all(path.stat().st_mtime_ns == mtime for path, mtime in finished.items())
     assert len(list(out.glob("**/DONE"))) == 8
+
+
+def test_submitit_local_executor_runs_a_tiny_sweep_end_to_end(tmp_path, capsys):
+    grid = {**GRID, "presets": ["mpsp-1l1h"], "axes": {"r": [0.9]}, "seeds": 2, "train": {**GRID["train"], "epochs": 4}}
+    (tmp_path / "grid.json").write_text(json.dumps(grid))
+    out = tmp_path / "out"
+    code, stdout, err = _cli(capsys, "sweep", "--grid", tmp_path / "grid.json", "--out", out,
+                             "--executor", "submitit-local", "--threads", "1", "--no-progress")
+    assert code == 0, err
+    assert "2 runs finished" in stdout
+    assert all(is_done(s.out) for s in read_sweep(out)[0])
+    assert list((out / "submitit").iterdir())  # the jobs' logs
