@@ -1,0 +1,97 @@
+"""`drift`: cosine between a checkpoint's parameters and a reference checkpoint's (study B).
+
+Study B compares each model before and after noise injection: the WLMD model's parameters
+move *more* (lower cosine) yet it keeps the task. Tensors are matched by name; when the
+vocabulary was extended (`models.vocab`), `W_E` / `W_U` / `b_U` are compared on their original
+rows / columns only (`interp.weight_geometry.parameter_cosine`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from interp.checkpoint import checkpoint_name, list_checkpoints, load_checkpoint
+from interp.config import to_dict
+from interp.errors import ConfigError
+from interp.results import Analysis, Result, param
+from interp.subject import Subject
+from interp.weight_geometry import parameter_cosine
+
+
+@dataclass(frozen=True)
+class Params:
+    """Parameters of `drift`."""
+
+    reference: str = param("", "Reference checkpoint or run folder (empty: the first checkpoint of the analysed run).")
+
+
+@dataclass(frozen=True)
+class DriftResult(Result):
+    """Cosine to the reference, in total and per tensor.
+
+    Attributes:
+        reference: The reference checkpoint folder.
+        reference_step: Its step.
+        total: Cosine of the concatenated parameters (overlapping slices).
+        distance: L2 distance over the overlapping slices.
+        norm: Norm of the analysed parameters (overlapping slices); `reference_norm` likewise.
+        tensor: Tensor names; `cosine`: their cosines (parallel lists).
+        sliced: Tensors compared on an overlapping slice (shapes differed).
+    """
+
+    analysis: ClassVar[str] = "drift"
+    reference: str
+    reference_step: int
+    total: float | None
+    distance: float
+    norm: float
+    reference_norm: float
+    tensor: list[str]
+    cosine: list[float | None]
+    sliced: list[str]
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row for the total, then one per tensor."""
+        return pd.DataFrame({"tensor": ["<total>", *self.tensor], "cosine": [self.total, *self.cosine],
+                             "sliced": [False, *(t in self.sliced for t in self.tensor)]})
+
+    def figure(self) -> go.Figure:
+        """Bars of the cosine per tensor, the total first."""
+        frame = self.to_frame()
+        fig = go.Figure(go.Bar(x=frame["tensor"], y=frame["cosine"],
+                               hovertemplate="%{x}<br>cosine %{y:.4f}<extra></extra>"))
+        step = "" if self.step is None else f"step {self.step}"
+        fig.update_layout(title=f"Parameter cosine: {step} vs reference step {self.reference_step}",
+                          xaxis_title="tensor", yaxis_title="cosine", yaxis_range=[-1.05, 1.05])
+        return fig
+
+
+def _default_reference(source: str | None) -> Path:
+    if source is None:
+        raise ConfigError("drift needs --reference when the subject does not come from a checkpoint")
+    run_dir = Path(source).parent.parent
+    steps = list_checkpoints(run_dir)
+    return run_dir / "checkpoints" / checkpoint_name(steps[0])
+
+
+def compute(subject: Subject, params: Params) -> DriftResult:
+    """Cosine between `subject.model` and the reference checkpoint."""
+    ref = load_checkpoint(params.reference or _default_reference(subject.source), load_train_state=False)
+    drift = parameter_cosine(subject.model.state_dict(), ref.state_dict)
+    return DriftResult(
+        params=to_dict(params), step=subject.step, reference=str(ref.path), reference_step=ref.step,
+        total=drift.total, distance=drift.distance, norm=drift.norm_a, reference_norm=drift.norm_b,
+        tensor=list(drift.per_tensor), cosine=list(drift.per_tensor.values()), sliced=drift.sliced,
+    )
+
+
+ANALYSIS = Analysis(
+    name="drift",
+    summary="Cosine between the parameters and a reference checkpoint's, in total and per tensor.",
+    params=Params, compute=compute, result=DriftResult,
+)

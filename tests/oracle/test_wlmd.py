@@ -1,0 +1,154 @@
+"""WLMD sampler machinery against known answers.
+
+* E = |theta|^2 in d dimensions has ln g(E) = (d/2 - 1) ln E + const: a 1-D Wang-Landau (the
+  2-D grid with a dummy second CV) must recover that slope;
+* the sphere constraint holds to 1e-6 after many steps, velocities stay tangent;
+* N steps equal N/2 + checkpoint + resume N/2, bit for bit (through a run folder);
+* grid indices never wrap: negative and too-large bins raise, out-of-grid states hit the wall.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from interp.config import to_dict
+from interp.wlmd import ModelCVs, Sampler, WLMDConfig, margins, wlmd_produce, wlmd_run
+from interp.wlmd_state import GridSpec, OutOfGrid, Schedule, at, deposit, interpolate
+from models import build_model, preset_config
+from tasks import ModAddTask
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    # Thousands of tiny steps: intra-op threads only add contention (20x slower on a busy box).
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _energy(theta: torch.Tensor) -> torch.Tensor:
+    return torch.stack([(theta * theta).sum(), torch.full((), 0.5, dtype=theta.dtype)])
+
+
+def test_entropy_slope_of_a_gaussian_energy_matches_the_density_of_states():
+    d, steps = 6, 4000
+    config = WLMDConfig(
+        grid=GridSpec((1.0, 4.0), (0.0, 1.0), 10, 1),
+        schedule=Schedule(kind="ramp", ln_f_max=0.02, rise=0, plateau=steps // 4, decay_tau=steps // 8),
+        sigma=(1.0, 0.0), dt=0.1, gamma=0.2, share_every=20, seed=0,
+    )
+    sampler = Sampler(_energy, config, torch.full((2, d), 1.5 / d**0.5, dtype=torch.float64))
+    sampler.run(steps)
+    S = sampler.entropy()[:, 0]
+    centres, _ = config.grid.centres()
+    X = torch.stack([centres.log(), torch.ones_like(centres)], 1)
+    slope = torch.linalg.lstsq(X, S[:, None]).solution[0].item()
+    # Seeds 0-3 give 1.92-2.06 at this length; 0.25 leaves room for platform rounding.
+    assert slope == pytest.approx(d / 2 - 1, abs=0.25)
+    assert sampler.walls > 0  # the grid edges were hit and reflected
+
+
+def test_sphere_constraint_and_tangent_velocities_hold():
+    config = WLMDConfig(grid=GridSpec((-20.0, 20.0), (0.0, 1.0), 8, 1), dt=0.05, radius=3.0, seed=1,
+                        schedule=Schedule(ln_f_max=0.05, rise=10, plateau=100))
+    cv = lambda t: torch.stack([10 * t[0] * t[1], torch.full((), 0.5, dtype=t.dtype)])  # noqa: E731
+    sampler = Sampler(cv, config, torch.randn(3, 12, dtype=torch.float64))
+    sampler.run(1500)
+    norms = sampler.theta.norm(dim=1)
+    assert (norms - 3.0).abs().max().item() < 1e-6
+    radial = (sampler.v * sampler.theta).sum(1) / 3.0
+    assert radial.abs().max().item() < 1e-6
+
+
+def _tiny():
+    task = ModAddTask(p=5, train_frac=0.6)
+    model = build_model(preset_config("modadd-1l", task, d_model=8, n_heads=2, d_head=4, d_mlp=16), seed=0)
+    splits = task.splits(0)
+    run_config = {"model": {"kind": model.cfg.kind, **to_dict(model.cfg)}, "task": task.to_dict(),
+                  "train": {"data_seed": 0, "loss": "cross_entropy"}}
+    return model, splits, ModelCVs(model, splits["train"], splits["test"], k=6.0), run_config
+
+
+def _model_config(radius: float) -> WLMDConfig:
+    return WLMDConfig(grid=GridSpec((-8.0, 3.0), (0.0, 10.5), 11, 21), dt=0.01, radius=radius, share_every=3, seed=2,
+                      schedule=Schedule(ln_f_max=0.05, rise=4, plateau=4, decay_tau=4))
+
+
+def test_model_cvs_are_log_loss_and_smooth_accuracy():
+    model, splits, cvs, _ = _tiny()
+    theta = cvs.flatten()
+    x, y = cvs(theta).tolist()
+    train_logits, test_logits = model.readout(splits["train"].tokens), model.readout(splits["test"].tokens)
+    loss = torch.nn.functional.cross_entropy(train_logits, splits["train"].labels)
+    assert x == pytest.approx(loss.log().item(), abs=1e-5)
+    m = torch.tensor([[1.0, 3.0, 2.0]]), torch.tensor([1])
+    assert margins(*m).item() == pytest.approx(1.0)
+    assert y == pytest.approx(10 * torch.sigmoid(6 * margins(test_logits, splits["test"].labels)).mean().item(), abs=1e-5)
+
+
+def test_resume_from_a_checkpoint_is_bit_identical(tmp_path):
+    model, _, cvs, run_config = _tiny()
+    radius = cvs.flatten().norm().item()
+    theta0 = torch.stack([cvs.flatten(), cvs.flatten() * 1.01])
+    straight = wlmd_run(tmp_path / "a", run_config, cvs, theta0, _model_config(radius), 12, checkpoint_every=100)
+    wlmd_run(tmp_path / "b", run_config, cvs, theta0, _model_config(radius), 6, checkpoint_every=100)
+    resumed = wlmd_run(tmp_path / "b", run_config, cvs, None, _model_config(radius), 12, checkpoint_every=100)
+    a, b = straight.state_dict(), resumed.state_dict()
+    assert a.keys() == b.keys() and a["step"] == 12
+    for key in a:
+        assert torch.equal(a[key], b[key]) if isinstance(a[key], torch.Tensor) else a[key] == b[key], key
+    assert (straight.theta.norm(dim=1) - radius).abs().max().item() < 1e-6 * radius
+
+
+def test_production_snapshots_open_as_ordinary_checkpoints(tmp_path):
+    from analyses import load_subject
+
+    _, _, cvs, run_config = _tiny()
+    sampler = Sampler(cvs, _model_config(cvs.flatten().norm().item()), cvs.flatten()[None])
+    saved = wlmd_produce(tmp_path / "samples", run_config, cvs, sampler, 5, (-8.0, 3.0, 0.0, 10.5), max_samples=3)
+    assert len(saved) == 3
+    subject = load_subject(saved[-1])
+    assert subject.step == 2 and set(subject.splits) == {"train", "test"}
+    assert torch.equal(sampler.S, torch.zeros_like(sampler.S))  # frozen: S untouched
+
+
+def test_indices_never_wrap():
+    spec = GridSpec((0.0, 1.0), (0.0, 2.0), 4, 2)
+    S = torch.arange(8.0).reshape(4, 2)
+    assert spec.index(0.0, 0.0) == (0, 0) and spec.index(0.999, 1.999) == (3, 1)
+    for point in [(-0.01, 0.5), (1.0, 0.5), (0.5, -1e-9), (0.5, 2.0), (float("nan"), 0.5)]:
+        with pytest.raises(OutOfGrid):
+            spec.index(*point)
+    for i, j in [(-1, 0), (0, -1), (4, 0), (0, 2)]:
+        with pytest.raises(OutOfGrid):
+            at(S, spec, i, j)
+        with pytest.raises(OutOfGrid):
+            deposit(S.clone(), spec, i, j, 1.0, (1.0, 1.0))
+    assert at(S, spec, 3, 1).item() == 7.0
+
+
+def test_kernel_mirrors_at_the_edge_and_conserves_mass():
+    spec = GridSpec((0.0, 1.0), (0.0, 1.0), 10, 1)
+    S = torch.zeros(10, 1, dtype=torch.float64)
+    deposit(S, spec, 0, 0, 2.0, (1.5, 0.0))
+    assert S.sum().item() == pytest.approx(2.0)
+    assert S[-3:].sum().item() == 0.0  # nothing wrapped to the far edge
+    assert S[0, 0] > S[1, 0] > S[2, 0]
+
+
+def test_interpolation_is_bilinear_between_centres():
+    spec = GridSpec((0.0, 2.0), (0.0, 1.0), 2, 1)
+    S = torch.tensor([[1.0], [3.0]], dtype=torch.float64)
+    cv = torch.tensor([1.0, 0.5], dtype=torch.float64, requires_grad=True)  # halfway between centres 0.5, 1.5
+    value = interpolate(S, spec, cv)
+    (grad,) = torch.autograd.grad(value, cv)
+    assert value.item() == pytest.approx(2.0) and grad[0].item() == pytest.approx(2.0)
+    assert interpolate(S, spec, torch.tensor([0.1, 0.5])).item() == pytest.approx(1.0)  # flat beyond the centres
+
+
+def test_walkers_start_inside_the_grid():
+    config = WLMDConfig(grid=GridSpec((1.0, 4.0), (0.0, 1.0), 4, 1))
+    with pytest.raises(OutOfGrid, match="walker 0"):
+        Sampler(_energy, config, torch.zeros(1, 3, dtype=torch.float64))
