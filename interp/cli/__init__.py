@@ -126,6 +126,55 @@ def evolve(run_dir: str, analysis: str | None, out: str | None, no_progress: boo
 
 
 @cli.command()
+@click.option("--ckpt", type=click.Path(), required=True, help="A modular-addition run (its latest checkpoint) or checkpoint folder.")
+@click.option("--noise", type=click.Choice(["random", "square", "sum"]), default="random", show_default=True,
+              help="Noise labels: random, x^2 + y mod k (square) or x + y mod k (sum).")
+@click.option("--out", type=click.Path(file_okay=False), required=True, help="Run folder of the fine-tuning.")
+@click.option("--k", type=int, default=37, show_default=True, help="New number tokens added to the vocabulary.")
+@click.option("--new-classes/--no-new-classes", default=False, show_default=True, help="Noise labels as new output classes.")
+@click.option("--lr", type=float, default=1e-3, show_default=True, help="AdamW learning rate.")
+@click.option("--target-acc", type=float, default=0.998, show_default=True, help="Stop once combined train accuracy exceeds this.")
+@click.option("--max-steps", type=int, default=20000, show_default=True, help="Step cap (reported, not an error, if reached).")
+@click.option("--keep-norm/--no-keep-norm", default=True, show_default=True, help="Stay on the sphere if the source run was norm-constrained.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the new embedding rows.")
+@click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
+def inject(ckpt, noise, out, k, new_classes, lr, target_acc, max_steps, keep_norm, seed, no_progress) -> None:
+    """Study B: extend a model's vocabulary and fine-tune it on train + noise; track forgetting."""
+    from analyses.study_b import inject as run_injection
+    from interp.injection import InjectionConfig
+
+    config = InjectionConfig(lr=lr, target_acc=target_acc, max_steps=max_steps)
+    summary = run_injection(out, ckpt, noise, k=k, new_classes=new_classes, config=config, keep_norm=keep_norm,
+                            seed=seed, progress=not no_progress)
+    click.echo(f"reached {target_acc}: {summary['reached']} after {summary['steps']} steps; "
+               f"final: " + ", ".join(f"{key} {value:.3f}" for key, value in summary["final"].items() if key.endswith("/acc")))
+
+
+@cli.command()
+@click.option("--ckpt", type=click.Path(), required=True, help="The AdamW (goldilocks) run or checkpoint the walkers start from.")
+@click.option("--out", type=click.Path(file_okay=False), required=True, help="Folder: OUT/entropy (resumable) and OUT/samples.")
+@click.option("--steps", type=int, default=20000, show_default=True, help="Entropy-phase steps.")
+@click.option("--production-steps", type=int, default=5000, show_default=True, help="Steps with S frozen, saving in-window snapshots.")
+@click.option("--walkers", type=int, default=2, show_default=True, help="Walkers sharing S.")
+@click.option("--dt", type=float, default=1e-4, show_default=True, help="Verlet time step (parameter moves ~dt*sqrt(P) per step).")
+@click.option("--gamma", type=float, default=0.1, show_default=True, help="Thermostat friction per step.")
+@click.option("--kt", type=float, default=1.0, show_default=True, help="Thermostat temperature.")
+@click.option("--k", "sharpness", type=float, default=6.0, show_default=True, help="Sharpness k of the smooth accuracy CV.")
+@click.option("--share-every", type=int, default=100, show_default=True, help="Average S across walkers every N steps.")
+@click.option("--every", type=int, default=50, show_default=True, help="Check for an in-window snapshot every N production steps.")
+@click.option("--max-samples", type=int, default=10, show_default=True, help="Stop production after this many snapshots.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of velocities and thermostat noise.")
+def wlmd(ckpt, out, steps, production_steps, walkers, dt, gamma, kt, sharpness, share_every, every, max_samples, seed) -> None:
+    """Study B: Wang-Landau molecular dynamics on the weight sphere; save equilibrium samples."""
+    from analyses.study_b import wlmd_sample
+
+    folder, samples = wlmd_sample(out, ckpt, steps=steps, production_steps=production_steps, n_walkers=walkers, dt=dt,
+                                  gamma=gamma, kT=kt, k=sharpness, share_every=share_every, every=every,
+                                  max_samples=max_samples, seed=seed)
+    click.echo(f"{len(samples)} samples in the target window under {folder / 'samples'}")
+
+
+@cli.command()
 @click.option("--out", type=click.Path(file_okay=False), default="runs/demo", show_default=True, help="Sweep folder.")
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
 def demo(out: str, no_progress: bool) -> None:

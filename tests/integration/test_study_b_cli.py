@@ -1,0 +1,51 @@
+"""`interp inject` and `interp wlmd` on a tiny norm-constrained modular-addition run."""
+
+from __future__ import annotations
+
+import pytest
+
+from interp.checkpoint import list_checkpoints
+from interp.cli import main
+from interp.run import read_done
+
+
+@pytest.fixture(scope="module")
+def goldilocks(tmp_path_factory):
+    out = tmp_path_factory.mktemp("b") / "adamw"
+    with pytest.raises(SystemExit) as info:
+        main(["train", "--preset", "modadd-1l", "--p", "7", "--epochs", "6", "--weight-norm", "20",
+              "--eval-every", "3", "--out", str(out), "--no-progress"])
+    assert info.value.code == 0
+    return out
+
+
+def _cli(capsys, *args):
+    with pytest.raises(SystemExit) as info:
+        main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return info.value.code, out, err
+
+
+def test_inject_reports_whether_the_target_was_reached(goldilocks, tmp_path, capsys):
+    code, out, err = _cli(capsys, "inject", "--ckpt", goldilocks, "--noise", "sum", "--k", "3", "--max-steps", "4",
+                          "--out", tmp_path / "inj", "--no-progress")
+    assert code == 0, err
+    summary = read_done(tmp_path / "inj")
+    assert summary["reached"] is False and summary["steps"] == 4
+    assert "reached 0.998: False after 4 steps" in out and "test/acc" in out
+
+
+def test_wlmd_runs_both_phases_into_resumable_folders(goldilocks, tmp_path, capsys):
+    code, out, err = _cli(capsys, "wlmd", "--ckpt", goldilocks, "--out", tmp_path / "w", "--steps", "6",
+                          "--production-steps", "4", "--every", "2", "--walkers", "2")
+    assert code == 0, err
+    assert "samples in the target window" in out
+    assert list_checkpoints(tmp_path / "w" / "entropy")
+
+
+def test_inject_refuses_a_study_a_run(tmp_path, capsys):
+    run = tmp_path / "a"
+    assert _cli(capsys, "train", "--preset", "mpsp-1l1h", "--vocab", "10", "--n", "4", "--n-train", "64", "--n-val", "16",
+                "--n-adv", "16", "--epochs", "2", "--out", run, "--no-progress")[0] == 0
+    code, _, err = _cli(capsys, "inject", "--ckpt", run, "--out", tmp_path / "x")
+    assert code == 2 and "modular-addition" in err
