@@ -1,11 +1,11 @@
 """Checkpoints: self-describing, verified snapshots of a run's weights and training state.
 
-```
-runs/<name>/checkpoints/step_000100/model.safetensors   the module's state dict
-                                    train_state.pt      optimizer + RNG states (weights_only)
-                                    manifest.json       format_version, step, sha256 per file, meta
-runs/<name>/checkpoints/LATEST                          name of the newest checkpoint folder
-```
+::
+
+    runs/<name>/checkpoints/step_000100/model.safetensors   the module's state dict
+                                        train_state.pt      optimizer + RNG states (weights_only)
+                                        manifest.json       format_version, step, sha256 per file, meta
+    runs/<name>/checkpoints/LATEST                          name of the newest checkpoint folder
 
 A checkpoint is written into a hidden temporary folder, fsynced, and renamed into place in one
 step; LATEST is replaced atomically after that. So a run killed at any moment leaves the

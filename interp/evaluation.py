@@ -75,7 +75,7 @@ def milestones(
 
     Args:
         records: Metrics records in step order (each with a ``"step"`` key).
-        targets: ``{milestone name: (metric key, threshold)}``, e.g.
+        targets: Milestone name -> (metric key, threshold), e.g.
             ``{"generalized": ("adv/acc", 1.0)}``.
 
     Returns:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from interp.checkpoint import checkpoint_name, list_checkpoints
 from interp.config import to_dict

@@ -5,20 +5,13 @@ overwritten by its value on a paired *source* (clean) input, and measures how fa
 moves from the target's answer to the source's. Inputs are paired example by example: row i
 of the source set goes with row i of the target set.
 
-Sites (TransformerLens hook names; shapes of the result per site):
+Sites (TransformerLens hook names) and the shape of their effect tensors:
 
-=============  ===============================  ==========================
-site           activation (hook)                effect tensor
-=============  ===============================  ==========================
-``resid_pre``  ``blocks.{l}.hook_resid_pre``    [layer, pos]
-``resid_mid``  ``blocks.{l}.hook_resid_mid``    [layer, pos]
-``resid_post`` ``blocks.{l}.hook_resid_post``   [layer, pos]
-``attn_out``   ``blocks.{l}.hook_attn_out``     [layer, pos]
-``mlp_out``    ``blocks.{l}.hook_mlp_out``      [layer, pos]
-``z``          ``blocks.{l}.attn.hook_z``       [layer, head] (all positions)
-``z_pos``      ``blocks.{l}.attn.hook_z``       [layer, pos, head]
-``pattern``    ``blocks.{l}.attn.hook_pattern`` [layer, head] (all query positions)
-=============  ===============================  ==========================
+* ``resid_pre``, ``resid_mid``, ``resid_post``, ``attn_out``, ``mlp_out``: the hook
+  ``blocks.{l}.hook_<site>``, effect ``[layer, pos]``;
+* ``z``: ``blocks.{l}.attn.hook_z``, one head at every position, effect ``[layer, head]``;
+* ``z_pos``: ``blocks.{l}.attn.hook_z``, one head at one position, effect ``[layer, pos, head]``;
+* ``pattern``: ``blocks.{l}.attn.hook_pattern``, one head (all query positions), effect ``[layer, head]``.
 
 The layouts are those of TransformerLens's `patching.get_act_patch_*` functions, which the
 oracle tests compare against.
@@ -86,7 +79,7 @@ def parse_sites(sites: str | Sequence[str]) -> tuple[str, ...]:
 
 
 def site_shape(model: nn.Module, site: str, n_pos: int) -> tuple[int, ...]:
-    """Shape of a site's effect tensor: [n_layers, *(pos and/or head sizes)]."""
+    """Shape of a site's effect tensor: ``[n_layers, ...]`` followed by its pos and/or head sizes."""
     sizes = {"pos": n_pos, "head": model.cfg.n_heads}
     return (model.cfg.n_layers, *(sizes[a] for a in SITES[site][1]))
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from interp.atomic import atomic_write_json
 from interp.errors import ConfigError

@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from interp.checkpoint import list_checkpoints, load_checkpoint, load_state_into, save_checkpoint
 from interp.config import to_dict

@@ -4,11 +4,10 @@ A preset fixes the architecture; the vocabulary sizes and context length come fr
 (anything with `d_vocab`, `d_vocab_out` and `n_ctx`, see `interp.data.Task`), so one preset
 serves every task of its study.
 
-| preset | study | architecture |
-|---|---|---|
-| `mpsp-1l1h`, `mpsp-1l2h`, `mpsp-2l1h`, `mpsp-2l2h` | A | d_model 64, d_mlp 128, LayerNorm, learned positions, causal, ReLU |
-| `modadd-1l` | B | 1 layer, d_model 128, 4 heads of 32, d_mlp 512, ReLU, no LayerNorm |
-| `quadratic-mlp` | C | `(U e_m + V e_n)^2`, width 500, no biases, init std (16 N)^(-1/3) |
+* ``mpsp-1l1h``, ``mpsp-1l2h``, ``mpsp-2l1h``, ``mpsp-2l2h`` (study A): d_model 64, d_mlp 128,
+  LayerNorm, learned positions, causal, ReLU;
+* ``modadd-1l`` (study B): 1 layer, d_model 128, 4 heads of 32, d_mlp 512, ReLU, no LayerNorm;
+* ``quadratic-mlp`` (study C): ``(U e_m + V e_n)^2``, width 500, no biases, init std ``(16 N)^(-1/3)``.
 """
 
 from __future__ import annotations

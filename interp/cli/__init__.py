@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> None:
     except InterpError as err:
         if debug:
             traceback.print_exc()
-        click.echo(f"error: {err}", err=True)
+        click.echo(f"error: {err} [see docs/errors.md#{err.anchor}]", err=True)
         sys.exit(EXIT_USAGE)
     except TrainingInterrupted as err:
         click.echo(f"interrupted: {err}; run the same command (or interp train --resume) to continue", err=True)

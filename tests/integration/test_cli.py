@@ -65,6 +65,13 @@ def test_bad_input_exits_2_with_one_line(capsys, tmp_path, monkeypatch, args, me
     assert len(err.strip().splitlines()) <= 4
 
 
+def test_error_lines_link_their_docs_section(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "train", "--r", "1.5", "--out", str(tmp_path / "x"))
+    assert code == 2 and "[see docs/errors.md#configerror]" in err
+    code, _, err = run_cli(capsys, "train", "--resume", str(tmp_path / "missing"))
+    assert code == 2 and "[see docs/errors.md#" in err
+
+
 def test_existing_run_with_other_config_exits_2(capsys, tmp_path):
     out = str(tmp_path / "run")
     assert run_cli(capsys, "train", *TINY, "--epochs", "2", "--out", out)[0] == 0
