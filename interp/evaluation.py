@@ -79,8 +79,8 @@ def milestones(
             ``{"generalized": ("adv/acc", 1.0)}``.
 
     Returns:
-        ``{name: {"metric", "threshold", "step" (first step >= threshold, or None),
-        "kept" (the last record is still >= threshold)}}``.
+        For each milestone name a dict with ``metric``, ``threshold``, ``step`` (the first step
+        at or above the threshold, or None) and ``kept`` (the last record is still at or above it).
     """
     result = {}
     for name, (key, threshold) in targets.items():

@@ -1,0 +1,41 @@
+"""Sphinx configuration of the `interp` docs (built offline by `make docs`, warnings as errors)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).parent / "_ext"))
+
+project = "interp"
+author = "the interp developers"
+extensions = [
+    "myst_nb",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.viewcode",
+    "analysis_pages",  # docs/_ext: one page per registered analysis, generated from the registry
+]
+html_theme = "furo"
+html_title = "interp"
+exclude_patterns = ["_build", "**.ipynb_checkpoints", "README.md"]
+myst_enable_extensions = ["colon_fence", "dollarmath"]
+myst_heading_anchors = 3
+suppress_warnings = ["mystnb.unknown_mime_type"]
+
+# Tutorials are executed at build time; INTERP_DOCS_TINY=1 (set by the test suite) shrinks them.
+nb_execution_mode = os.environ.get("INTERP_DOCS_EXECUTE", "cache")
+nb_execution_timeout = 900
+nb_execution_in_temp = True  # tutorials write runs/ and out/: keep them out of the source tree
+nb_execution_raise_on_error = True
+nb_execution_show_tb = True
+
+autodoc_typehints = "description"
+autodoc_member_order = "bysource"
+autodoc_mock_imports: list[str] = []
+napoleon_google_docstring = True
+napoleon_numpy_docstring = False
+nitpicky = False

@@ -1,0 +1,76 @@
+"""The docs stay true to the code: tutorials execute (tiny), analysis pages match the registry,
+every CLI command the docs name exists, every error class has its section."""
+
+from __future__ import annotations
+
+import re
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+import interp.errors as errors
+from analyses.registry import REGISTRY
+from interp.cli import cli
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+TUTORIALS = sorted((DOCS / "tutorials").glob("*.md"))
+CODE_CELL = re.compile(r"```\{code-cell\}[^\n]*\n(.*?)```", re.DOTALL)
+
+
+def _load_extension():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("analysis_pages", DOCS / "_ext" / "analysis_pages.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("path", TUTORIALS, ids=[p.stem for p in TUTORIALS])
+def test_tutorial_executes_at_tiny_scale(path, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("INTERP_DOCS_TINY", "1")
+    cells = CODE_CELL.findall(path.read_text())
+    assert cells, f"{path.name} has no code cells"
+    # A real module, as in a notebook kernel: dataclasses look their module up in sys.modules.
+    module = types.ModuleType(f"tutorial_{path.stem}")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    namespace = module.__dict__
+    for index, source in enumerate(cells):
+        try:
+            exec(compile(source, f"{path.name}[cell {index}]", "exec"), namespace)  # noqa: S102 - our own docs
+        except Exception as err:  # pragma: no cover - the message is the point
+            raise AssertionError(f"{path.name}, cell {index} failed: {type(err).__name__}: {err}") from err
+
+
+def test_every_registered_analysis_has_a_generated_page_and_no_other(tmp_path):
+    pages = _load_extension().write_pages(tmp_path)
+    assert sorted(pages) == sorted(REGISTRY)
+    assert sorted(p.stem for p in tmp_path.glob("*.md") if p.stem != "index") == sorted(REGISTRY)
+    for name in REGISTRY:
+        text = (tmp_path / f"{name}.md").read_text()
+        assert f"interp {name} --ckpt" in text and REGISTRY[name][1] in text
+
+
+def test_every_command_the_docs_name_exists():
+    known = set(cli.list_commands(None))  # built-in commands and the registry's analyses
+    named = set()
+    for path in [*DOCS.rglob("*.md"), DOCS.parent / "README.md"]:
+        if "_build" in path.parts:
+            continue
+        # Commands appear at the start of a shell line or an inline code span.
+        named |= set(re.findall(r"(?:^|`|bin/)interp ([a-z][a-z0-9-]+)", path.read_text(), re.MULTILINE))
+    assert named, "the docs name no command at all?"
+    assert named <= known, f"docs name commands that do not exist: {sorted(named - known)}"
+
+
+def test_every_error_class_has_a_section_on_the_errors_page():
+    text = (DOCS / "errors.md").read_text()
+    classes = [c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, Exception) and c.__module__ == errors.__name__]
+    assert len(classes) >= 5
+    for cls in classes:
+        anchor = getattr(cls, "anchor", cls.__name__.lower())
+        assert f"({anchor})=" in text and f"## {cls.__name__}" in text, cls.__name__
+
