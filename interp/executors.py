@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from interp.errors import TrainingInterrupted
+
 T = TypeVar("T")
 
 
@@ -47,6 +49,8 @@ def _call_reporting(fn: Callable[[T], Any], item: T, threads: int | None) -> Out
         torch.set_num_threads(threads)
     try:
         return Outcome(item, fn(item))
+    except TrainingInterrupted:
+        raise  # Ctrl-C / SIGTERM stops the whole sweep (the run saved a checkpoint first)
     except Exception as err:  # noqa: BLE001 - one failing run must not stop the others
         return Outcome(item, error=f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=-3)}")
 

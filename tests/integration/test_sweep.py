@@ -159,3 +159,19 @@ def test_submitit_local_executor_runs_a_tiny_sweep_end_to_end(tmp_path, capsys):
     assert "2 runs finished" in stdout
     assert all(is_done(s.out) for s in read_sweep(out)[0])
     assert list((out / "submitit").iterdir())  # the jobs' logs
+
+
+def test_ctrl_c_stops_the_whole_sweep_with_exit_130(tmp_path):
+    (tmp_path / "grid.json").write_text(json.dumps({**GRID, "train": {**GRID["train"], "epochs": 400}}))
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "interp", "sweep", "--grid", str(tmp_path / "grid.json"), "--out", str(out),
+               "--jobs", "1", "--threads", "1", "--no-progress", "--no-report"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(out.glob("**/checkpoints/LATEST")):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    assert len(list(out.glob("**/DONE"))) < 8  # it stopped instead of moving on to the next run
