@@ -33,7 +33,7 @@ class Params:
     """Parameters of `grads`."""
 
     split: str = param("train", "Split whose examples are differentiated.")
-    groups: str = param("consistent,opposing", "Two group masks of the split, 'a,b' (study C: clean,corrupted).")
+    groups: str = param("auto", "Two group masks of the split, 'a,b', or auto: the split's two groups (study A: consistent,opposing; study C: clean,corrupted).")
     loss: str = param("auto", "Loss: cross_entropy, mse, or auto (the loss the run was trained with).")
     chunk: int = param(8192, "Largest batch differentiated at once.")
 
@@ -115,7 +115,7 @@ def _loss(subject: Subject, loss: str) -> str:
 def compute(subject: Subject, params: Params) -> GradsResult:
     """Decompose the gradient of `params.split` into its two groups."""
     split = subject.split(params.split)
-    groups = [g.strip() for g in params.groups.split(",")]
+    groups = list(split.groups)[:2] if params.groups == "auto" else [g.strip() for g in params.groups.split(",")]
     if len(groups) != 2:
         raise ConfigError(f"groups={params.groups!r} must name two groups, 'a,b'", did_you_mean("", split.groups))
     for group in groups:
@@ -138,5 +138,5 @@ def compute(subject: Subject, params: Params) -> GradsResult:
 ANALYSIS = Analysis(
     name="grads",
     summary="Per-group gradient decomposition: conflict (cosine) and amplification per block.",
-    params=Params, compute=compute, result=GradsResult,
+    params=Params, compute=compute, result=GradsResult, models=("transformer", "quadratic_mlp"),
 )

@@ -13,4 +13,8 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "ablate": ("analyses.ablate", "Zero- and mean-ablate every head and MLP: change in accuracy and loss per split."),
     "fingerprint": ("analyses.fingerprint", "Per-head circuit fingerprints: QK magnitude sorting, attention to position 0, OV parity."),
     "grads": ("analyses.grads", "Per-group gradient decomposition: conflict (cosine) and amplification per block."),
+    "rank": ("analyses.rank", "Effective rank (Roy-Vetterli) of every attention and MLP weight matrix, per head and per layer."),
+    "drift": ("analyses.drift", "Cosine between the parameters and a reference checkpoint's, in total and per tensor."),
+    "ipr": ("analyses.ipr", "Per-neuron Fourier inverse participation ratio of a quadratic MLP (high = periodic, generalising)."),
+    "prune": ("analyses.prune", "Remove a quadratic MLP's hidden neurons lowest-IPR first: clean, corrupted and test accuracy."),
 }

@@ -104,6 +104,10 @@ GRIDS: dict[str, Grid] = {
     "study-a": Grid(presets=("mpsp-1l1h", "mpsp-2l2h"), axes={"r": [0.5, 0.9, 0.15]}, seeds=10),
     # Study C's noise sweep: the same initialisation for every xi of a seed.
     "study-c": Grid(presets=("quadratic-mlp",), axes={"xi": [0.0, 0.1, 0.2, 0.3, 0.35, 0.4, 0.5]}, seeds=5),
+    # Study C's weight-decay regimes at xi = 0.35 (coexistence, partial / full inversion,
+    # forgetting); checkpoints every 500 epochs so inversion can be measured over training.
+    "study-c-wd": Grid(presets=("quadratic-mlp",), task={"xi": 0.35}, train={"checkpoint_every": 500},
+                       axes={"weight_decay": [0.0, 1.0, 5.0, 15.0, 20.0]}, seeds=1),
 }
 
 

@@ -122,6 +122,7 @@ class Analysis:
         params: The frozen `Params` dataclass (fields made with `param`).
         compute: `(subject, params) -> Result`, pure.
         result: The `Result` subclass it returns (for `load`).
+        models: The model kinds (``model.cfg.kind``) it applies to.
     """
 
     name: str
@@ -129,3 +130,4 @@ class Analysis:
     params: type
     compute: Callable[[Any, Any], Result]
     result: type[Result]
+    models: tuple[str, ...] = ("transformer",)

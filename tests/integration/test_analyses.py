@@ -14,16 +14,30 @@ from analyses import REGISTRY, get_analysis, load_subject
 from interp.cli import main
 from interp.training import TrainConfig, train
 from models import build_model, preset_config
-from tasks import MPSPTask
+from tasks import ModAddTask, MPSPTask
+
+# One tiny trained run per model kind; every analysis runs on the kinds it declares.
+RUNS = {
+    "transformer": (MPSPTask(vocab=12, n=4, n_train=128, n_val=32, n_adv=32, r=0.75), "mpsp-2l2h", {}),
+    "quadratic_mlp": (ModAddTask(p=11, train_frac=0.6, xi=0.2), "quadratic-mlp", {"loss": "mse", "lr": 1e-2}),
+}
+CASES = [(name, kind) for name in REGISTRY for kind in get_analysis(name).models]
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    task = MPSPTask(vocab=12, n=4, n_train=128, n_val=32, n_adv=32, r=0.75)
-    model = build_model(preset_config("mpsp-2l2h", task), seed=0)
-    out = tmp_path_factory.mktemp("analyses") / "run"
-    train(out, model, task, TrainConfig(epochs=20, eval_every=10, seed=0), progress=False)
-    return out
+def runs(tmp_path_factory):
+    folders = {}
+    for kind, (task, preset, options) in RUNS.items():
+        model = build_model(preset_config(preset, task), seed=0)
+        out = tmp_path_factory.mktemp("analyses") / kind
+        train(out, model, task, TrainConfig(epochs=20, eval_every=10, seed=0, **options), progress=False)
+        folders[kind] = out
+    return folders
+
+
+@pytest.fixture(scope="module")
+def run_dir(runs):
+    return runs["transformer"]
 
 
 def _cli(capsys, *args: str) -> tuple[int, str, str]:
@@ -44,12 +58,14 @@ def test_registry_entry_matches_its_module(name):
     analysis = get_analysis(name)
     assert (analysis.name, analysis.summary) == (name, REGISTRY[name][1])
     assert analysis.result.analysis == name
+    assert analysis.models and set(analysis.models) <= set(RUNS), "declare the model kinds it applies to"
     assert dataclasses.is_dataclass(analysis.params) and analysis.params.__dataclass_params__.frozen
     assert all(f.metadata.get("help") for f in dataclasses.fields(analysis.params)), "every param needs a help text"
 
 
-@pytest.mark.parametrize("name", list(REGISTRY))
-def test_cli_and_python_api_give_identical_results(name, run_dir, tmp_path, capsys):
+@pytest.mark.parametrize("name, kind", CASES)
+def test_cli_and_python_api_give_identical_results(name, kind, runs, tmp_path, capsys):
+    run_dir = runs[kind]
     analysis = get_analysis(name)
     result = analysis.compute(load_subject(run_dir), analysis.params())
     result.save(tmp_path / "api")
@@ -72,10 +88,17 @@ def test_bad_checkpoint_exits_2(name, tmp_path, capsys):
     assert code == 2 and "nope" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("name", [n for n in REGISTRY if "split" in {f.name for f in dataclasses.fields(get_analysis(n).params)}])
+@pytest.mark.parametrize("name", [n for n in REGISTRY if "split" in {f.name for f in dataclasses.fields(get_analysis(n).params)}
+                                  and "transformer" in get_analysis(n).models])
 def test_bad_split_exits_2_with_did_you_mean(name, run_dir, capsys):
     code, _, err = _cli(capsys, name, "--ckpt", str(run_dir), "--split", "adb")
     assert code == 2 and "did you mean 'adv'" in err
+
+
+@pytest.mark.parametrize("name", [n for n in REGISTRY if "transformer" not in get_analysis(n).models])
+def test_analysis_on_a_model_it_does_not_apply_to_exits_2(name, run_dir, capsys):
+    code, _, err = _cli(capsys, name, "--ckpt", str(run_dir))
+    assert code == 2 and "Traceback" not in err
 
 
 def test_default_result_folder_is_inside_the_run(run_dir, capsys):
