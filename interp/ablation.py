@@ -28,7 +28,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from interp.errors import ConfigError, did_you_mean
+from interp.config import parse_choices
 from interp.evaluation import per_example_loss
 from interp.interventions import DEFAULT_MAX_ROWS, Index, Intervention, run_interventions
 
@@ -70,14 +70,7 @@ def parse_kinds(kinds: str | Sequence[str]) -> tuple[str, ...]:
     Raises:
         ConfigError: On an unknown kind, or none.
     """
-    names = [k.strip() for k in kinds.split(",")] if isinstance(kinds, str) else list(kinds)
-    names = [k for k in names if k]
-    for name in names:
-        if name not in KINDS:
-            raise ConfigError(f"unknown ablation kind {name!r}", did_you_mean(name, KINDS))
-    if not names:
-        raise ConfigError("no ablation kind given", f"valid: {', '.join(KINDS)}")
-    return tuple(dict.fromkeys(names))
+    return parse_choices(kinds, KINDS, "ablation kind")
 
 
 @torch.no_grad()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from interp.errors import ConfigError, did_you_mean
@@ -78,3 +78,25 @@ def _coerce(hint: Any, value: Any, where: str | None) -> Any:
             if typing.get_origin(arg) is tuple and isinstance(value, list):
                 return tuple(value)
     return value
+
+
+def parse_choices(value: str | Sequence[str], valid: Iterable[str], what: str) -> tuple[str, ...]:
+    """Turn ``"a,b"`` (or a list) into a tuple of distinct valid choices, in the given order.
+
+    Args:
+        value: Comma-separated names, or a sequence of names.
+        valid: The accepted names.
+        what: What a name is, for error messages (e.g. ``"patching site"``).
+
+    Raises:
+        ConfigError: On an unknown name (with a did-you-mean hint), or no name at all.
+    """
+    valid = list(valid)
+    names = [n.strip() for n in (value.split(",") if isinstance(value, str) else value)]
+    names = [n for n in names if n]
+    for name in names:
+        if name not in valid:
+            raise ConfigError(f"unknown {what} {name!r}", did_you_mean(name, valid))
+    if not names:
+        raise ConfigError(f"no {what} given", f"valid: {', '.join(valid)}")
+    return tuple(dict.fromkeys(names))

@@ -44,7 +44,8 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 
 from interp.data import Split
-from interp.errors import ConfigError, did_you_mean
+from interp.config import parse_choices
+from interp.errors import ConfigError
 from interp.interventions import DEFAULT_MAX_ROWS, Index, Intervention, run_interventions
 
 
@@ -68,14 +69,7 @@ def parse_sites(sites: str | Sequence[str]) -> tuple[str, ...]:
     Raises:
         ConfigError: On an unknown site name, with a did-you-mean hint.
     """
-    names = [s.strip() for s in sites.split(",")] if isinstance(sites, str) else list(sites)
-    names = [s for s in names if s]
-    for name in names:
-        if name not in SITES:
-            raise ConfigError(f"unknown patching site {name!r}", did_you_mean(name, SITES))
-    if not names:
-        raise ConfigError("no patching site given", f"valid: {', '.join(SITES)}")
-    return tuple(dict.fromkeys(names))
+    return parse_choices(sites, SITES, "patching site")
 
 
 def site_shape(model: nn.Module, site: str, n_pos: int) -> tuple[int, ...]:
