@@ -156,6 +156,15 @@ case "${1:-demo}" in
         if [[ "${1:-demo}" == demo ]]; then
             log "running a job array through submitit"
             "$PYTHON" "$ROOT/scripts/slurm_sweep_demo.py"
+            log "running a tiny interp sweep (4 runs) on the cluster: interp sweep --executor slurm"
+            out="$(mktemp -d /tmp/interp-slurm-sweep-XXXXXX)"
+            cat > "$out/grid.json" <<'GRID'
+{"presets": ["mpsp-1l1h"], "task": {"vocab": 12, "n": 4, "n_train": 128, "n_val": 32, "n_adv": 32},
+ "train": {"epochs": 30, "eval_every": 10, "checkpoint_log_points": 4}, "axes": {"r": [0.5, 0.9]}, "seeds": 2}
+GRID
+            "$ROOT/.venv/bin/interp" sweep --grid "$out/grid.json" --out "$out/sweep" --executor slurm \
+                --partition debug --threads 1 --no-progress
+            log "sweep report: $out/sweep/report.html"
         fi
         ;;
     status) sinfo; squeue ;;
