@@ -11,8 +11,10 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sphinx.application import Sphinx
+if TYPE_CHECKING:  # the page generator itself runs without Sphinx (the tests use it)
+    from sphinx.application import Sphinx
 
 
 def page(name: str) -> str:
