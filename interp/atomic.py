@@ -32,6 +32,12 @@ def fsync_dir(folder: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
+def _umask() -> int:
+    mask = os.umask(0)  # the only portable way to read it is to set it
+    os.umask(mask)
+    return mask
+
+
 def temp_prefix(path: Path) -> str:
     """The prefix of the temporary names used while writing `path` (dot, name, pid)."""
     return f".{path.name}.{os.getpid()}."
@@ -48,6 +54,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
+            # mkstemp creates 0600; give the file the permissions a plain open() would have.
+            os.fchmod(f.fileno(), 0o666 & ~_umask())
             f.write(data)
             f.flush()
             os.fsync(f.fileno())

@@ -55,3 +55,13 @@ def test_append_jsonl_drops_a_partial_first_line(tmp_path: Path) -> None:
     path.write_bytes(b"x" * 10_000)  # longer than one scan block, no newline at all
     append_jsonl(path, {"step": 0})
     assert path.read_bytes() == b'{"step": 0}\n'
+
+
+def test_atomic_writes_get_ordinary_file_permissions(tmp_path):
+    import os
+
+    from interp.atomic import atomic_write_text
+
+    atomic_write_text(tmp_path / "report.html", "x")
+    (tmp_path / "plain.txt").write_text("x")
+    assert os.stat(tmp_path / "report.html").st_mode & 0o777 == os.stat(tmp_path / "plain.txt").st_mode & 0o777
