@@ -25,6 +25,7 @@ from interp.errors import ConfigError, did_you_mean
 from interp.evaluation import LOSSES
 from interp.results import Analysis, Result, param
 from interp.subject import Subject
+from analyses.registry import REGISTRY
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,7 @@ def compute(subject: Subject, params: Params) -> AblateResult:
 
 ANALYSIS = Analysis(
     name="ablate",
-    summary="Zero- and mean-ablate every head and MLP: change in accuracy and loss per split.",
+    summary=REGISTRY["ablate"][1],
     params=Params,
     compute=compute,
     result=AblateResult,

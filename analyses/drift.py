@@ -21,6 +21,7 @@ from interp.errors import ConfigError
 from interp.results import Analysis, Result, param
 from interp.subject import Subject
 from interp.weight_geometry import parameter_cosine
+from analyses.registry import REGISTRY
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,6 @@ def compute(subject: Subject, params: Params) -> DriftResult:
 
 ANALYSIS = Analysis(
     name="drift",
-    summary="Cosine between the parameters and a reference checkpoint's, in total and per tensor.",
+    summary=REGISTRY["drift"][1],
     params=Params, compute=compute, result=DriftResult,
 )

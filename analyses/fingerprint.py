@@ -25,6 +25,7 @@ from interp.fingerprints import (
 )
 from interp.results import Analysis, Result, param
 from interp.subject import Subject
+from analyses.registry import REGISTRY
 
 MEASURES = {
     "qk_rho_weights": "QK rho (weights)",
@@ -135,6 +136,6 @@ def compute(subject: Subject, params: Params) -> FingerprintResult:
 
 ANALYSIS = Analysis(
     name="fingerprint",
-    summary="Per-head circuit fingerprints: QK magnitude sorting, attention to position 0, OV parity.",
+    summary=REGISTRY["fingerprint"][1],
     params=Params, compute=compute, result=FingerprintResult,
 )

@@ -24,6 +24,7 @@ from interp.evaluation import LOSSES
 from interp.gradients import gradient_stats, group_gradients
 from interp.results import Analysis, Result, param
 from interp.subject import Subject
+from analyses.registry import REGISTRY
 
 STATS = ("cos", "norm_a", "norm_b", "amp", "amp_weighted", "net_norm", "net_rel")
 
@@ -137,6 +138,6 @@ def compute(subject: Subject, params: Params) -> GradsResult:
 
 ANALYSIS = Analysis(
     name="grads",
-    summary="Per-group gradient decomposition: conflict (cosine) and amplification per block.",
+    summary=REGISTRY["grads"][1],
     params=Params, compute=compute, result=GradsResult, models=("transformer", "quadratic_mlp"),
 )

@@ -24,6 +24,7 @@ from interp.errors import ConfigError
 from interp.ipr import fourier_amplitudes, ipr, neuron_ipr
 from interp.results import Analysis, Result, param
 from interp.subject import Subject
+from analyses.registry import REGISTRY
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,6 @@ def compute(subject: Subject, params: Params) -> IPRResult:
 
 ANALYSIS = Analysis(
     name="ipr",
-    summary="Per-neuron Fourier inverse participation ratio of a quadratic MLP (high = periodic, generalising).",
+    summary=REGISTRY["ipr"][1],
     params=Params, compute=compute, result=IPRResult, models=("quadratic_mlp",),
 )

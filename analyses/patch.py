@@ -32,6 +32,7 @@ from interp.patching import PatchPairs, aligned_pairs, cross_pairs, parse_sites,
 from interp.results import Analysis, Result, param
 from interp.subject import Subject
 from tasks import MPSPTask, counterfactual
+from analyses.registry import REGISTRY
 
 COUNTERFACTUAL = "counterfactual"
 
@@ -173,7 +174,7 @@ def compute(subject: Subject, params: Params) -> PatchResult:
 
 ANALYSIS = Analysis(
     name="patch",
-    summary="Activation patching between splits: how much each site restores the source behaviour.",
+    summary=REGISTRY["patch"][1],
     params=Params,
     compute=compute,
     result=PatchResult,

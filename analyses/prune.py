@@ -27,6 +27,7 @@ from interp.ipr import neuron_ipr
 from interp.pruning import prune_curve
 from interp.results import Analysis, Result, param
 from interp.subject import Subject
+from analyses.registry import REGISTRY
 
 ORDERS = ("ipr", "ipr_descending", "random")
 # Curves drawn by the figure: metric key -> legend label.
@@ -118,6 +119,6 @@ def compute(subject: Subject, params: Params) -> PruneResult:
 
 ANALYSIS = Analysis(
     name="prune",
-    summary="Remove a quadratic MLP's hidden neurons lowest-IPR first: clean, corrupted and test accuracy.",
+    summary=REGISTRY["prune"][1],
     params=Params, compute=compute, result=PruneResult, models=("quadratic_mlp",),
 )

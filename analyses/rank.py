@@ -19,6 +19,7 @@ from interp.errors import ConfigError
 from interp.results import Analysis, Result, param
 from interp.subject import Subject
 from interp.weight_geometry import transformer_ranks
+from analyses.registry import REGISTRY
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,6 @@ def compute(subject: Subject, params: Params) -> RankResult:
 
 ANALYSIS = Analysis(
     name="rank",
-    summary="Effective rank (Roy-Vetterli) of every attention and MLP weight matrix, per head and per layer.",
+    summary=REGISTRY["rank"][1],
     params=Params, compute=compute, result=RankResult,
 )
