@@ -10,6 +10,7 @@ from typing import Any
 
 from interp.config import from_dict
 from interp.sweep import RunSpec
+from interp.errors import ConfigError
 from interp.training import TrainConfig, train
 from models import build_model
 from tasks import task_from_dict
@@ -26,3 +27,25 @@ def train_spec(spec: RunSpec, *, device: str = "cpu", progress: bool = False) ->
     task = task_from_dict(spec.task, where=where)
     model = build_model(spec.model, seed=config.seed)
     return train(spec.out, model, task, config, device=device, progress=progress)
+
+
+def train_specs_vectorized(specs: list[RunSpec], *, device: str = "cpu", progress: bool = False) -> list[dict[str, Any]]:
+    """Train seeds of one shape (specs differing only in the seed) as one vectorised model.
+
+    See `interp.vectorized.train_vectorized`; returns each run's summary in the order of `specs`.
+
+    Raises:
+        ConfigError: If the specs differ in task, model or anything but the training seed.
+    """
+    from interp.vectorized import train_vectorized
+
+    for spec in specs[1:]:
+        for part in ("task", "model"):
+            if getattr(spec, part) != getattr(specs[0], part):
+                raise ConfigError(f"vectorised runs must share one {part}; {spec.out} and {specs[0].out} differ",
+                                  "train them as separate groups")
+    where = [str(spec.out / "config.json") for spec in specs]
+    configs = [from_dict(TrainConfig, spec.train, where=w) for spec, w in zip(specs, where)]
+    task = task_from_dict(specs[0].task, where=where[0])
+    models = [build_model(spec.model, seed=config.seed) for spec, config in zip(specs, configs)]
+    return train_vectorized([spec.out for spec in specs], models, task, configs, device=device, progress=progress)

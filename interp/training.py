@@ -32,12 +32,12 @@ import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from interp.checkpoint import list_checkpoints, load_checkpoint, load_state_into, save_checkpoint
+from interp.checkpoint import checkpoint_name, list_checkpoints, load_checkpoint, load_state_into, save_checkpoint
 from interp.config import to_dict
 from interp.data import Split, Task, fingerprints
 from interp.errors import CheckpointError, ConfigError, TrainingInterrupted
 from interp.evaluation import LOSSES, evaluate, milestones, per_example_loss
-from interp.run import append_metrics, create_run, is_done, mark_done, read_done, read_metrics, run_lock, truncate_metrics
+from interp.run import CHECKPOINTS_DIR, append_metrics, create_run, is_done, mark_done, read_done, read_metrics, run_lock, truncate_metrics
 from interp.schedule import schedule
 
 
@@ -141,7 +141,8 @@ def train(
 class _Loop:
     """The state of one training session (kept small: everything durable is in checkpoints)."""
 
-    def __init__(self, run_dir: Path, model: nn.Module, task: Task, config: TrainConfig, device: str) -> None:
+    def __init__(self, run_dir: Path, model: nn.Module, task: Task, config: TrainConfig, device: str,
+                 start: int | None = None) -> None:
         self.run_dir, self.model, self.task, self.config, self.device = run_dir, model, task, config, device
         cpu_splits = task.splits(config.data_seed)
         self.fingerprints = fingerprints(cpu_splits)
@@ -155,15 +156,16 @@ class _Loop:
         self.ckpt_steps = set(
             schedule(config.epochs, config.checkpoint_every, config.checkpoint_log_points, include_zero=True)
         )
-        self.step = self._resume()
+        self.step = self._resume(start)
 
-    def _resume(self) -> int:
-        if not list_checkpoints(self.run_dir):
+    def _resume(self, start: int | None) -> int:
+        """Load the checkpoint of step `start` (None: the latest; -1: none, start afresh)."""
+        if start == -1 or not list_checkpoints(self.run_dir):
             truncate_metrics(self.run_dir, -1)  # records of a run killed before its first checkpoint
             if self.config.weight_norm is not None:
                 _project(self.model, self.config.weight_norm)
             return -1
-        ckpt = load_checkpoint(self.run_dir)
+        ckpt = load_checkpoint(self.run_dir if start is None else self.run_dir / CHECKPOINTS_DIR / checkpoint_name(start))
         if ckpt.meta.get("fingerprints") != self.fingerprints:
             raise CheckpointError(
                 f"the data of {self.run_dir} changed since checkpoint {ckpt.path.name} was written",
@@ -181,7 +183,7 @@ class _Loop:
         with bar:
             if self.step < 0:  # a fresh run: record and save the initial state as epoch 0
                 self.step = 0
-                self._after_step(bar)
+                _show(bar, [self._after_step()])
             while self.step < self.config.epochs:
                 if stop.signum is not None:
                     self._save()
@@ -189,7 +191,7 @@ class _Loop:
                 self._epoch()
                 self.step += 1
                 bar.update(1)
-                self._after_step(bar)
+                _show(bar, [self._after_step()])
 
     def _epoch(self) -> None:
         train = self.splits["train"]
@@ -206,13 +208,15 @@ class _Loop:
             if self.config.weight_norm is not None:
                 _project(self.model, self.config.weight_norm)
 
-    def _after_step(self, bar: tqdm) -> None:
+    def _after_step(self) -> dict[str, Any] | None:
+        """Evaluate and checkpoint if the schedule says so; return the metrics record if any."""
+        record = None
         if self.step in self.eval_steps:
             record = {"step": self.step, **evaluate(self.model.readout, self.splits, self.config.loss)}
             append_metrics(self.run_dir, record)
-            bar.set_postfix_str(" ".join(f"{k[:-4]} {v:.3f}" for k, v in record.items() if k.count("/") == 1 and k.endswith("/acc")))
         if self.step in self.ckpt_steps:
             self._save()
+        return record
 
     def _save(self) -> None:
         state = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
@@ -223,6 +227,14 @@ class _Loop:
         records = read_metrics(self.run_dir)
         targets = getattr(self.task, "milestones", {})
         return {"epochs": self.step, "final": records[-1], "milestones": milestones(records, targets)}
+
+
+def _show(bar: tqdm, records: list[dict[str, Any] | None]) -> None:
+    """Show the split accuracies of the records (their mean over several seeds) on the bar."""
+    records = [r for r in records if r is not None]
+    if records:
+        keys = [k for k in records[0] if k.count("/") == 1 and k.endswith("/acc")]
+        bar.set_postfix_str(" ".join(f"{k[:-4]} {sum(r[k] for r in records) / len(records):.3f}" for k in keys))
 
 
 @torch.no_grad()

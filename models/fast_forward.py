@@ -51,25 +51,35 @@ __all__ = ["compiled_fast_readout", "fast_readout", "keep_freed_memory"]
 
 
 class _Gather(torch.autograd.Function):
-    """`table[index]` (rows), optionally cast to `dtype`; backward by `scatter_add_` in fp32."""
+    """`table[index]` (rows), optionally cast to `dtype`; backward by `scatter_add` in fp32.
+
+    Written in the `torch.func` style (`setup_context`, generated vmap rule) so that
+    `interp.vectorized` can `vmap` the whole forward over stacked seeds.
+    """
+
+    generate_vmap_rule = True
 
     @staticmethod
-    def forward(ctx, table: Tensor, index: Tensor, dtype: torch.dtype) -> Tensor:  # type: ignore[override]
+    def forward(table: Tensor, index: Tensor, dtype: torch.dtype) -> Tensor:  # type: ignore[override]
+        src = table if table.dtype == dtype else table.to(dtype)
+        return src.index_select(0, index.reshape(-1)).view(*index.shape, table.shape[1])
+
+    @staticmethod
+    def setup_context(ctx, inputs: tuple[Tensor, Tensor, torch.dtype], output: Tensor) -> None:  # type: ignore[override]
+        table, index, _ = inputs
         ctx.save_for_backward(index)
         ctx.table_shape = table.shape
         ctx.table_dtype = table.dtype
-        src = table if table.dtype == dtype else table.to(dtype)
-        return src.index_select(0, index.reshape(-1)).view(*index.shape, table.shape[1])
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None]:  # type: ignore[override]
         (index,) = ctx.saved_tensors
         rows, cols = ctx.table_shape
-        grad = grad.reshape(-1, cols)
         acc = torch.promote_types(ctx.table_dtype, torch.float32)  # never accumulate in bf16
+        grad = grad.reshape(-1, cols).to(acc)
+        # Out of place: under vmap `grad` is batched while a fresh zeros tensor is not.
         out = torch.zeros(rows, cols, dtype=acc, device=grad.device)
-        grad = grad.to(acc)
-        out.scatter_add_(0, index.reshape(-1, 1).expand(-1, cols), grad)
+        out = out.scatter_add(0, index.reshape(-1, 1).expand(-1, cols), grad)
         return out.to(ctx.table_dtype), None, None
 
 

@@ -262,17 +262,24 @@ def _parse_seeds(text: str) -> list[int]:
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda, cuda:1, ...")
 @click.option("--threads", default=None, type=int, help="CPU threads per run [default: all cores / parallel runs].")
 @click.option("--jobs", default=None, type=int, help="Runs trained in parallel with --seeds [default: min(seeds, cores)].")
+@click.option("--vectorize", is_flag=True,
+              help="With --seeds: train every seed in this process as one vectorised model (torch.func; pays on a GPU).")
 @click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
-def train(preset, task_name, seed, seeds, bf16, out, resume, device, threads, jobs, no_progress, **options) -> None:
+def train(preset, task_name, seed, seeds, bf16, out, resume, device, threads, jobs, vectorize, no_progress, **options) -> None:
     """Train a model on a task into a run folder (resumable; a finished run is not retrained).
 
     \b
     Examples:
       interp train --preset mpsp-2l2h --r 0.9 --epochs 15000 --seed 0 --out runs/x
       interp train --preset mpsp-1l1h --r 0.9 --seeds 0-7 --out runs/sweep
+      interp train --preset mpsp-2l2h --seeds 0-31 --vectorize --device cuda --out runs/gpu
       interp train --resume runs/x
     """
     from interp.cli.train import plan_runs, train_runs
+
+    if vectorize and not seeds:
+        raise ConfigError("--vectorize stacks several seeds into one model, but no --seeds were given",
+                          "add e.g. --seeds 0-7")
 
     specs = plan_runs(
         preset=preset, task_name=task_name, seed=seed, seeds=_parse_seeds(seeds) if seeds else None,
@@ -280,7 +287,7 @@ def train(preset, task_name, seed, seeds, bf16, out, resume, device, threads, jo
         task_options={f: options[f] for _, f, _, _ in _TASK_OPTIONS if options[f] is not None},
         train_options={f: options[f] for _, f, _, _ in _TRAIN_OPTIONS if options[f] is not None},
     )
-    click.echo(train_runs(specs, device=device, threads=threads, jobs=jobs, progress=not no_progress))
+    click.echo(train_runs(specs, device=device, threads=threads, jobs=jobs, progress=not no_progress, vectorize=vectorize))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -79,18 +79,21 @@ def _check_device(device: str) -> None:
         raise ConfigError(f"--device {device!r} is not available: torch sees no GPU", "use --device cpu")
 
 
-def train_runs(specs: list[RunSpec], *, device: str, threads: int | None, jobs: int | None, progress: bool) -> str:
+def train_runs(specs: list[RunSpec], *, device: str, threads: int | None, jobs: int | None, progress: bool,
+               vectorize: bool = False) -> str:
     """Train every spec and return a one-screen summary.
 
     One run trains in this process with a live progress bar. Several runs train in separate
     processes (joblib), sharing the cores; a failing run is reported and does not stop the
-    others.
+    others. With `vectorize`, several seeds train in this process as one vectorised model.
     """
     from analyses.runs import train_spec
     from interp.executors import LocalExecutor
     from interp.sweep import run_sweep
 
     _check_device(device)
+    if vectorize:
+        return _train_vectorized(specs, device=device, threads=threads, jobs=jobs, progress=progress)
     if len(specs) == 1:
         if threads:
             import torch
@@ -108,6 +111,21 @@ def train_runs(specs: list[RunSpec], *, device: str, threads: int | None, jobs: 
     if failed:
         raise RuntimeError(f"{failed} of {len(specs)} runs failed:\n{table}")
     return table
+
+
+def _train_vectorized(specs: list[RunSpec], *, device: str, threads: int | None, jobs: int | None, progress: bool) -> str:
+    from analyses.runs import train_specs_vectorized
+
+    if jobs is not None:
+        raise ConfigError("--jobs sets parallel processes, but --vectorize trains every seed in one",
+                          "drop --jobs (or --vectorize)")
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    summaries = train_specs_vectorized(specs, device=device, progress=progress)
+    return format_table(["run", "epochs", "final accuracies", "milestones"],
+                        [[str(spec.out), *_summary_cells(summary)] for spec, summary in zip(specs, summaries)])
 
 
 def _summary_cells(summary: dict[str, Any]) -> list[str]:

@@ -53,6 +53,8 @@ TINY = ["--preset", "mpsp-1l1h", "--vocab", "10", "--n", "4", "--n-train", "64",
         (["train", "--resume", "X", "--r", "0.5"], "--r cannot be changed"),
         (["train", "--resume", "does/not/exist"], "does/not/exist"),
         (["train", "--bogus"], "No such option"),
+        (["train", "--vectorize", "--out", "X"], "no --seeds were given"),
+        (["train", "--vectorize", "--seeds", "0-1", "--jobs", "2", "--out", "X"], "--jobs sets parallel processes"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(capsys, tmp_path, monkeypatch, args, message):
@@ -104,3 +106,11 @@ def test_describe_prints_splits_ratios_parameters_and_hooks(capsys):
     assert "16384" in out and "2048" in out
     assert "0.9000" in out  # the measured spurious ratio of train equals r exactly
     assert "parameters:" in out and "blocks.1.attn.hook_pattern" in out
+
+
+def test_vectorized_seeds_train_in_this_process_into_one_folder_each(capsys, tmp_path):
+    code, stdout, err = run_cli(capsys, "train", *TINY, "--epochs", "2", "--seeds", "0,2", "--vectorize", "--out", str(tmp_path))
+    assert code == 0, err
+    assert is_done(tmp_path / "seed_0") and is_done(tmp_path / "seed_2")
+    assert read_config(tmp_path / "seed_2")["train"]["seed"] == 2
+    assert "seed_0" in stdout and "seed_2" in stdout

@@ -94,3 +94,28 @@ def test_finished_run_is_not_retrained(reference):
     result = _interp("train", "--resume", str(reference), "--no-progress")
     assert result.returncode == 0, result.stderr
     assert ((reference / "DONE").stat().st_mtime_ns, (reference / "metrics.jsonl").read_bytes()) == before
+
+
+VECTORIZED = [*ARGS, "--seeds", "0-1", "--vectorize"]
+
+
+@pytest.fixture(scope="module")
+def vectorized_reference(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("vref") / "group"
+    result = _interp("train", *VECTORIZED, "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def test_vectorized_group_killed_then_rerun_is_bit_identical(tmp_path, vectorized_reference):
+    out = tmp_path / "group"
+    proc = subprocess.Popen([sys.executable, "-m", "interp", "train", *VECTORIZED, "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for_records(out / "seed_1", 6, proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (is_done(out / "seed_0") and is_done(out / "seed_1"))
+    result = _interp("train", *VECTORIZED, "--out", str(out))  # the same command resumes the group
+    assert result.returncode == 0, result.stderr
+    for seed in (0, 1):
+        _assert_identical(vectorized_reference / f"seed_{seed}", out / f"seed_{seed}")
