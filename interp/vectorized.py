@@ -26,6 +26,7 @@ folder is an ordinary run that `train` can also resume alone.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -183,7 +184,8 @@ class _Stacked:
                     self._sync()
                     for loop in self.loops:
                         loop._save()
-                    raise TrainingInterrupted(stop.signum, self.step, ", ".join(str(l.run_dir) for l in self.loops))
+                    where = os.path.commonpath([loop.run_dir for loop in self.loops])
+                    raise TrainingInterrupted(stop.signum, self.step, f"every seed's folder under {where}")
                 self._epoch()
                 bar.update(1)
                 self._advance(bar, self.step + 1)

@@ -119,3 +119,20 @@ def test_vectorized_group_killed_then_rerun_is_bit_identical(tmp_path, vectorize
     assert result.returncode == 0, result.stderr
     for seed in (0, 1):
         _assert_identical(vectorized_reference / f"seed_{seed}", out / f"seed_{seed}")
+
+
+def test_vectorized_group_stopped_by_sigterm_saves_every_seed_and_resumes_bit_identical(tmp_path, vectorized_reference):
+    out = tmp_path / "group"
+    proc = subprocess.Popen([sys.executable, "-m", "interp", "train", *VECTORIZED, "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for_records(out / "seed_1", 4, proc)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 143, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    steps = {load_checkpoint(out / f"seed_{seed}").step for seed in (0, 1)}
+    assert len(steps) == 1 and steps.pop() < 40  # both seeds saved at the step they stopped at
+    result = _interp("train", *VECTORIZED, "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    for seed in (0, 1):
+        _assert_identical(vectorized_reference / f"seed_{seed}", out / f"seed_{seed}")
