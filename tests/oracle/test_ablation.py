@@ -12,6 +12,7 @@ import models
 import tasks
 from interp.ablation import ablate, components, parse_kinds
 from interp.errors import ConfigError
+from oracle_models import random_transformer  # tests/oracle/oracle_models.py
 
 ATOL = 1e-5
 TASK = tasks.MPSPTask(vocab=12, n=4, n_train=128, n_val=32, n_adv=32)
@@ -19,17 +20,7 @@ TASK = tasks.MPSPTask(vocab=12, n=4, n_train=128, n_val=32, n_adv=32)
 
 @pytest.fixture(scope="module")
 def model() -> models.Transformer:
-    cfg = models.TransformerConfig(
-        n_layers=2, n_heads=2, d_model=16, d_mlp=32, n_ctx=TASK.n_ctx, d_vocab=TASK.d_vocab, d_vocab_out=TASK.d_vocab_out
-    )
-    model = models.Transformer(cfg, seed=4)
-    gen = torch.Generator().manual_seed(5)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if not name.split(".")[-1].startswith("W_"):
-                p.add_(0.2 * torch.randn(p.shape, generator=gen))
-        model.unembed.W_U.mul_(4.0)
-    return model.eval()
+    return random_transformer(TASK, seed=4)
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ from interp import patching
 from interp.errors import ConfigError
 from interp.interventions import Intervention, run_interventions
 from interp.patching import PatchPairs, SITES, aligned_pairs, cross_pairs, patch_sweep
+from oracle_models import random_transformer  # tests/oracle/oracle_models.py
 
 ATOL = 1e-5
 TASK = tasks.MPSPTask(vocab=12, n=4, n_train=128, n_val=32, n_adv=32)
@@ -48,18 +49,7 @@ TL_FUNCTIONS["resid_post"] = _tl_resid_post
 
 
 def _model(seed: int = 0, **overrides) -> models.Transformer:
-    cfg = models.TransformerConfig(
-        **{"n_layers": 2, "n_heads": 2, "d_model": 16, "d_mlp": 32, **overrides},
-        n_ctx=TASK.n_ctx, d_vocab=TASK.d_vocab, d_vocab_out=TASK.d_vocab_out,
-    )
-    model = models.Transformer(cfg, seed=seed)
-    gen = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():  # non-zero biases and LayerNorm weights, and larger logits, so everything is tested
-        for name, p in model.named_parameters():
-            if not name.split(".")[-1].startswith("W_"):
-                p.add_(0.2 * torch.randn(p.shape, generator=gen))
-        model.unembed.W_U.mul_(4.0)
-    return model.eval()
+    return random_transformer(TASK, seed, **overrides)
 
 
 @pytest.fixture(scope="module")
