@@ -12,16 +12,14 @@ step; LATEST is replaced atomically after that. So a run killed at any moment le
 previous checkpoint and LATEST loadable, and a checkpoint folder is either complete or absent.
 Loading checks every file against the manifest's sha256 before deserialising anything, and
 reads train_state.pt only with ``torch.load(weights_only=True)``: a checkpoint is data, never
-code. The run folder around the checkpoints (config, metrics, DONE, lock) is `interp.run`.
+code. The run folder around the checkpoints (config, metrics, DONE, lock) is `interp.run`; the
+bytes of the files themselves (safetensors, weights-only torch files) are `interp.file_formats`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
-import json
 import os
-import pickle
 import re
 import shutil
 from collections.abc import Mapping
@@ -29,13 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import safetensors.torch
 import torch
-from safetensors import SafetensorError
 from torch import Tensor
 
 from interp.atomic import atomic_write_text, dumps_json, fsync_dir
 from interp.errors import CheckpointError
+from interp.file_formats import model_bytes, model_from_bytes, train_state_bytes, train_state_from_bytes
 from interp.run import CHECKPOINTS_DIR, CONFIG_FILE, FORMAT_VERSION, read_config, read_json
 
 MODEL_FILE = "model.safetensors"
@@ -46,7 +43,6 @@ _STEP_DIR = re.compile(r"^step_(\d{6,})$")
 # Leftovers of a killed save: its temporary folder, a displaced old folder, LATEST's temp file.
 _STALE_DIR = re.compile(r"^\.(tmp|old)-(step_\d{6,})-(\d+)$")
 _STALE_LATEST = re.compile(r"^\.LATEST\.(\d+)\..*\.tmp$")
-_ORDER_KEY = "interp_key_order"
 _EXPECTED = (
     "expected a checkpoint folder such as runs/<name>/checkpoints/step_000100 "
     "or a run folder holding config.json and checkpoints/LATEST"
@@ -115,9 +111,9 @@ def save_checkpoint(
         hint = "call create_run before saving checkpoints"
         raise CheckpointError(f"{run_dir} has no {CONFIG_FILE}", hint)
     # Serialise everything before touching the disk: a bad value then writes nothing at all.
-    files = {MODEL_FILE: _model_bytes(state_dict)}
+    files = {MODEL_FILE: model_bytes(state_dict)}
     if train_state is not None:
-        files[TRAIN_STATE_FILE] = _train_state_bytes(train_state)
+        files[TRAIN_STATE_FILE] = train_state_bytes(train_state)
     manifest = {
         "format_version": FORMAT_VERSION,
         "step": step,
@@ -141,52 +137,6 @@ def save_checkpoint(
         raise
     atomic_write_text(ckpt_dir / LATEST_FILE, final.name + "\n")
     return final
-
-
-def _model_bytes(state_dict: Mapping[str, Tensor]) -> bytes:
-    tensors = {}
-    for key, value in state_dict.items():
-        if not isinstance(key, str) or not isinstance(value, Tensor):
-            got = f"{key!r}: {type(value).__name__}"
-            raise TypeError(f"a state dict maps names to tensors, got {got}")
-        # Private contiguous copies: safetensors refuses tensors that share memory (tied weights).
-        tensors[key] = value.detach().cpu().clone(memory_format=torch.contiguous_format)
-    # safetensors sorts its header; the order is kept so a loaded state dict iterates as saved.
-    metadata = {"format": "pt", _ORDER_KEY: json.dumps(list(tensors))}
-    return safetensors.torch.save(tensors, metadata=metadata)
-
-
-def _model_from_bytes(path: Path, data: bytes) -> dict[str, Tensor]:
-    try:
-        tensors = safetensors.torch.load(data)
-        header_size = int.from_bytes(data[:8], "little")
-        metadata = json.loads(data[8 : 8 + header_size]).get("__metadata__") or {}
-    except (SafetensorError, ValueError) as e:
-        raise CheckpointError(f"{path} is not a readable safetensors file ({e})") from None
-    try:
-        order = json.loads(metadata.get(_ORDER_KEY, "null"))
-    except ValueError:
-        order = None  # a file from elsewhere: any order will do
-    if isinstance(order, list) and sorted(order) == sorted(tensors):
-        return {key: tensors[key] for key in order}
-    return tensors
-
-
-def _train_state_bytes(train_state: dict[str, Any]) -> bytes:
-    buffer = io.BytesIO()
-    torch.save(train_state, buffer)
-    data = buffer.getvalue()
-    # Refuse now what the loader would refuse later: a run must never save an unresumable state.
-    try:
-        torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
-    except pickle.UnpicklingError as e:
-        reason = re.search(r"Unsupported global: [^\n]*", str(e))
-        raise TypeError(
-            "train_state holds a value that torch.load(weights_only=True) refuses "
-            f"({reason.group(0) if reason else 'not a tensor or plain Python value'}); "
-            "convert it to tensors or plain Python values"
-        ) from None
-    return data
 
 
 def _write_synced(path: Path, data: bytes) -> None:
@@ -351,10 +301,10 @@ def load_checkpoint(path: str | os.PathLike[str], *, load_train_state: bool = Tr
     wanted = [n for n in manifest["files"] if load_train_state or n != TRAIN_STATE_FILE]
     # Verify everything before deserialising anything, and parse the very bytes verified.
     blobs = {name: _read_verified(ckpt, name, manifest, run_dir) for name in wanted}
-    state_dict = _model_from_bytes(ckpt / MODEL_FILE, blobs[MODEL_FILE])
+    state_dict = model_from_bytes(ckpt / MODEL_FILE, blobs[MODEL_FILE])
     train_state = None
     if TRAIN_STATE_FILE in blobs:
-        train_state = _load_train_state(ckpt / TRAIN_STATE_FILE, blobs[TRAIN_STATE_FILE])
+        train_state = train_state_from_bytes(ckpt / TRAIN_STATE_FILE, blobs[TRAIN_STATE_FILE])
     return Checkpoint(ckpt, run_dir, manifest["step"], config, state_dict, train_state, manifest["meta"])
 
 
@@ -397,22 +347,6 @@ def _read_verified(ckpt: Path, name: str, manifest: dict[str, Any], run_dir: Pat
             hint,
         )
     return data
-
-
-def _load_train_state(path: Path, data: bytes) -> dict[str, Any]:
-    try:
-        state = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
-    except pickle.UnpicklingError:
-        raise CheckpointError(
-            f"{path} contains objects that are not allowed in a checkpoint (only tensors and "
-            "plain Python values are); it was not executed",
-            "do not load checkpoints from untrusted sources",
-        ) from None
-    except Exception as e:  # any other parse failure of verified bytes: a forged or foreign file
-        raise CheckpointError(f"{path} cannot be read ({type(e).__name__}: {e})") from None
-    if not isinstance(state, dict):
-        raise CheckpointError(f"{path} holds a {type(state).__name__}, expected a dict")
-    return state
 
 
 def load_state_into(module: torch.nn.Module, state_dict: Mapping[str, Tensor], *, where: str) -> None:
