@@ -14,11 +14,15 @@ registered analysis (`rank`, `drift`, ...) opens their checkpoints:
    + noise until train accuracy > 99.8% (`interp.injection`); the norm is kept at the extended
    model's starting norm when the source run was norm-constrained.
 4. `forgetting_figure`, `rank_frame` / `rank_figure`, `cosine_frame`: the paper's comparisons.
+
+`analyses.study_b_measure` runs all of it per seed at a configurable (CPU) scale and builds the
+result tables.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,32 +67,95 @@ def _source(path: str | Path) -> tuple[torch.nn.Module, Any, dict[str, Any]]:
     return model, ckpt, ckpt.config
 
 
+Y_TOP = 10.2  # upper edge of the y grid: y = 10 * mean sigmoid(...) <= 10
+
+
+@dataclass(frozen=True)
+class Region:
+    """Where WLMD walks (its grid) and which snapshots it keeps (its window), relative to the
+    start model's collective variables ``(x0, y0)`` (``x = ln train loss``, ``y`` = smooth
+    held-out accuracy).
+
+    The defaults are the study's wide grid. A narrow one (e.g. ``Region(0.75, 0.25, 9.5,
+    (4, 7))``) confines the walk to the functional region around the start: that is the
+    CPU-scale protocol of docs/study_b.md.
+
+    Attributes:
+        x_below: The grid starts at ``x0 - x_below`` ...
+        x_above: ... and ends at ``x0 + x_above``.
+        y_low: Lower edge of the y grid (lowered to ``y0 - 0.05`` if the start lies below it);
+            the upper edge is `Y_TOP`.
+        bins: Bins along x and y.
+        window_x: A snapshot is kept if ``|x - x0| <= window_x`` ...
+        window_y: ... and ``y >= min(y0, window_y)`` ("train loss equal to the start's,
+            accuracy 100%").
+    """
+
+    x_below: float = 8.0
+    x_above: float = 4.0
+    y_low: float = 0.0
+    bins: tuple[int, int] = (24, 34)
+    window_x: float = 0.25
+    window_y: float = 9.9
+
+    def __post_init__(self) -> None:
+        if not (self.x_below > 0 and self.x_above > 0):
+            raise ConfigError(f"the grid must hold the start: x_below={self.x_below!r} and x_above={self.x_above!r} "
+                              "must both be > 0")
+        if len(self.bins) != 2 or not all(isinstance(n, int) and n >= 1 for n in self.bins):
+            raise ConfigError(f"bins={self.bins!r} must be two positive integers (bins along x and y)")
+        if not (0 <= self.window_x and self.y_low < Y_TOP):
+            raise ConfigError(f"window_x={self.window_x!r} must be >= 0 and y_low={self.y_low!r} below {Y_TOP}")
+
+    def grid(self, x0: float, y0: float) -> GridSpec:
+        """The entropy grid around a start at ``(x0, y0)``."""
+        return GridSpec((x0 - self.x_below, x0 + self.x_above), (min(self.y_low, y0 - 0.05), Y_TOP), *self.bins)
+
+    def window(self, x0: float, y0: float) -> tuple[float, float, float, float]:
+        """The production window ``(x_lo, x_hi, y_lo, y_hi)`` around a start at ``(x0, y0)``."""
+        return x0 - self.window_x, x0 + self.window_x, min(y0, self.window_y), Y_TOP
+
+
+def source_cvs(source: str | Path, k: float = 6.0) -> tuple[float, float]:
+    """Study B's collective variables ``(ln train loss, 10 mean sigmoid(k margin) on test)`` of a
+    modular-addition run or checkpoint."""
+    model, _, config = _source(source)
+    cvs = _model_cvs(model, config, k)[0]
+    with torch.no_grad():
+        x, y = cvs(cvs.flatten()).tolist()
+    return x, y
+
+
+def _model_cvs(model: torch.nn.Module, config: dict[str, Any], k: float) -> tuple[ModelCVs, ModAddTask, dict[str, Any]]:
+    if config["task"].get("name") != "modadd":
+        raise ConfigError(f"study B's WLMD needs a modular-addition run, not task {config['task'].get('name')!r}")
+    task = ModAddTask(**{k_: v for k_, v in config["task"].items() if k_ != "name"})
+    splits = task.splits(config["train"]["data_seed"])
+    return ModelCVs(model, splits["train"], splits["test"], k=k), task, splits
+
+
 def wlmd_sample(
     out: str | Path, source: str | Path, *, steps: int = 20000, production_steps: int = 5000, n_walkers: int = 2,
-    grid: GridSpec | None = None, schedule: Schedule | None = None, window: tuple[float, float, float, float] | None = None,
+    region: Region = Region(), grid: GridSpec | None = None, schedule: Schedule | None = None,
+    window: tuple[float, float, float, float] | None = None,
     k: float = 6.0, dt: float = 0.01, gamma: float = 0.1, kT: float = 1.0, share_every: int = 100,
     every: int = 50, max_samples: int = 10, seed: int = 0, checkpoint_every: int = 1000,
 ) -> tuple[Path, list[Path]]:
     """WLMD from the model of `source` on its sphere: entropy phase into ``out/entropy``,
-    production into ``out/samples`` (one checkpoint per snapshot in `window`).
+    production into ``out/samples`` (one checkpoint per snapshot in the window).
 
-    Defaults (decided for study B, see docs/study_b.md): grid x = ln(train loss) in
-    [x0 - 8, x0 + 4] (24 bins), y in [0, 10.2] (34 bins), with x0 the source's value; window =
-    x within 0.25 of x0 and y >= min(y0, 9.9) ("train loss equal to the AdamW model's,
-    accuracy 100%"); the radius is the source run's `weight_norm` (or its current norm).
+    The grid and window are `region`'s around the source's ``(x0, y0)`` (default: the study's
+    wide grid, see `Region`), unless `grid` / `window` give absolute ones. The radius is the
+    source run's `weight_norm` (or its current norm).
     """
     model, ckpt, config = _source(source)
-    task = ModAddTask(**{k_: v for k_, v in config["task"].items() if k_ != "name"})
-    if config["task"].get("name") != "modadd":
-        raise ConfigError(f"wlmd_sample needs a modular-addition run, not task {config['task'].get('name')!r}")
+    cvs, task, splits = _model_cvs(model, config, k)
     data_seed = config["train"]["data_seed"]
-    splits = task.splits(data_seed)
-    cvs = ModelCVs(model, splits["train"], splits["test"], k=k)
     theta = cvs.flatten()
     radius = config["train"].get("weight_norm") or float(theta.norm())
     x0, y0 = cvs(theta).tolist()
-    grid = grid or GridSpec((x0 - 8.0, x0 + 4.0), (0.0, 10.2), 24, 34)
-    window = window or (x0 - 0.25, x0 + 0.25, min(y0, 9.9), 10.2)
+    grid = grid or region.grid(x0, y0)
+    window = window or region.window(x0, y0)
     wcfg = WLMDConfig(grid=grid, schedule=schedule or Schedule(), sigma=(1.0, 1.0), dt=dt, gamma=gamma, kT=kT,
                       radius=radius, share_every=share_every, seed=seed)
     run_config = {"model": {"kind": model.cfg.kind, **to_dict(model.cfg)}, "task": task.to_dict(),
@@ -173,3 +240,4 @@ def cosine_frame(pairs: Mapping[str, tuple[str | Path, str | Path]]) -> pd.DataF
 def first_checkpoint(run: str | Path) -> Path:
     """The first checkpoint folder of a run (e.g. an injection run's step 0)."""
     return Path(run) / "checkpoints" / checkpoint_name(list_checkpoints(run)[0])
+

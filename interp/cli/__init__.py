@@ -164,13 +164,28 @@ def inject(ckpt, noise, out, k, new_classes, lr, target_acc, max_steps, keep_nor
 @click.option("--every", type=int, default=50, show_default=True, help="Check for an in-window snapshot every N production steps.")
 @click.option("--max-samples", type=int, default=10, show_default=True, help="Stop production after this many snapshots.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of velocities and thermostat noise.")
-def wlmd(ckpt, out, steps, production_steps, walkers, dt, gamma, kt, sharpness, share_every, every, max_samples, seed) -> None:
-    """Study B: Wang-Landau molecular dynamics on the weight sphere; save equilibrium samples."""
-    from analyses.study_b import wlmd_sample
+@click.option("--x-span", type=(float, float), default=(8.0, 4.0), show_default=True,
+              help="Grid of x = ln(train loss) from x0 - BELOW to x0 + ABOVE (x0: the start's). 0.75 0.25: the CPU protocol.")
+@click.option("--y-low", type=float, default=0.0, show_default=True, help="Lower grid edge of the smooth accuracy y (top 10.2).")
+@click.option("--bins", type=(int, int), default=(24, 34), show_default=True, help="Grid bins along x and y.")
+@click.option("--window-x", type=float, default=0.25, show_default=True, help="Keep snapshots with |x - x0| <= this ...")
+@click.option("--window-y", type=float, default=9.9, show_default=True, help="... and y >= min(y0, this).")
+def wlmd(ckpt, out, steps, production_steps, walkers, dt, gamma, kt, sharpness, share_every, every, max_samples, seed,
+         x_span, y_low, bins, window_x, window_y) -> None:
+    """Study B: Wang-Landau molecular dynamics on the weight sphere; save equilibrium samples.
 
+    \b
+    Examples:
+      interp wlmd --ckpt runs/b-adamw --out runs/b-wlmd --steps 200000 --production-steps 50000
+      interp wlmd --ckpt runs/b-adamw --out runs/b-wlmd --steps 2000 --production-steps 500 --walkers 1 \\
+          --dt 2e-4 --x-span 0.75 0.25 --y-low 9.5 --bins 4 7      # the CPU-scale protocol
+    """
+    from analyses.study_b import Region, wlmd_sample
+
+    region = Region(x_span[0], x_span[1], y_low, bins, window_x, window_y)
     folder, samples = wlmd_sample(out, ckpt, steps=steps, production_steps=production_steps, n_walkers=walkers, dt=dt,
                                   gamma=gamma, kT=kt, k=sharpness, share_every=share_every, every=every,
-                                  max_samples=max_samples, seed=seed)
+                                  max_samples=max_samples, seed=seed, region=region)
     click.echo(f"{len(samples)} samples in the target window under {folder / 'samples'}")
 
 
