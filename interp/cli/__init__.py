@@ -295,6 +295,9 @@ def train(preset, task_name, seed, seeds, bf16, out, resume, device, threads, jo
     if vectorize and not seeds:
         raise ConfigError("--vectorize stacks several seeds into one model, but no --seeds were given",
                           "add e.g. --seeds 0-7")
+    if vectorize and device.startswith("cpu"):
+        click.echo("note: --vectorize pays on a GPU; on a CPU separate processes (drop --vectorize) are usually "
+                   "faster (benchmarks/multi_seed.py measures both)", err=True)
 
     specs = plan_runs(
         preset=preset, task_name=task_name, seed=seed, seeds=_parse_seeds(seeds) if seeds else None,
