@@ -25,9 +25,15 @@ def _interp(*args: str, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "interp", *args], capture_output=True, text=True, timeout=300, **kwargs)
 
 
-def _start(out: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "interp", "train", *ARGS, "--out", str(out)],
+def _start(out: Path, args: list[str] = ARGS) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "interp", "train", *args, "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _train_reference(out: Path, args: list[str]) -> Path:
+    result = _interp("train", *args, "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    return out
 
 
 def _wait_for_records(out: Path, n: int, proc: subprocess.Popen) -> None:
@@ -55,10 +61,7 @@ def _assert_identical(a: Path, b: Path) -> None:
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("ref") / "run"
-    result = _interp("train", *ARGS, "--out", str(out))
-    assert result.returncode == 0, result.stderr
-    return out
+    return _train_reference(tmp_path_factory.mktemp("ref") / "run", ARGS)
 
 
 @pytest.mark.parametrize("kill_after_records", [3, 9])
@@ -101,16 +104,12 @@ VECTORIZED = [*ARGS, "--seeds", "0-1", "--vectorize"]
 
 @pytest.fixture(scope="module")
 def vectorized_reference(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("vref") / "group"
-    result = _interp("train", *VECTORIZED, "--out", str(out))
-    assert result.returncode == 0, result.stderr
-    return out
+    return _train_reference(tmp_path_factory.mktemp("vref") / "group", VECTORIZED)
 
 
 def test_vectorized_group_killed_then_rerun_is_bit_identical(tmp_path, vectorized_reference):
     out = tmp_path / "group"
-    proc = subprocess.Popen([sys.executable, "-m", "interp", "train", *VECTORIZED, "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = _start(out, VECTORIZED)
     _wait_for_records(out / "seed_1", 6, proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
@@ -123,8 +122,7 @@ def test_vectorized_group_killed_then_rerun_is_bit_identical(tmp_path, vectorize
 
 def test_vectorized_group_stopped_by_sigterm_saves_every_seed_and_resumes_bit_identical(tmp_path, vectorized_reference):
     out = tmp_path / "group"
-    proc = subprocess.Popen([sys.executable, "-m", "interp", "train", *VECTORIZED, "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = _start(out, VECTORIZED)
     _wait_for_records(out / "seed_1", 4, proc)
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=60)
