@@ -215,12 +215,18 @@ def fast_readout(model: nn.Module, tokens: Int[Tensor, "batch pos"]) -> Float[Te
         model: A `models.transformer.Transformer`.
         tokens: Token ids `[batch, pos]`, `pos <= n_ctx`.
     """
+    return _call(_fast_readout, model, tokens)
+
+
+def _call(forward: Callable[[nn.Module, Tensor, torch.dtype], Tensor], model: nn.Module, tokens: Tensor) -> Tensor:
+    """Run `forward(model, tokens, compute dtype)` with an enclosing autocast honoured by hand:
+    the compute dtype is autocast's if it is on (else the weights'), and autocast is off inside."""
     if tokens.ndim != 2:
         raise ValueError(f"tokens must have shape [batch, pos], got {tuple(tokens.shape)}")
     device_type = tokens.device.type
     cdt = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else model.embed.W_E.dtype
     with torch.autocast(device_type, enabled=False):
-        return _fast_readout(model, tokens, cdt)
+        return forward(model, tokens, cdt)
 
 
 def _fast_readout(model: nn.Module, tokens: Tensor, cdt: torch.dtype) -> Tensor:
@@ -248,16 +254,7 @@ def compiled_fast_readout(model: nn.Module, **compile_kwargs) -> Callable[[Tenso
     state). Whether it pays depends on the machine: `benchmarks/train_step.py` measures it.
     """
     compiled = torch.compile(_fast_readout, **compile_kwargs)
-
-    def run(tokens: Tensor) -> Tensor:
-        if tokens.ndim != 2:
-            raise ValueError(f"tokens must have shape [batch, pos], got {tuple(tokens.shape)}")
-        device_type = tokens.device.type
-        cdt = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else model.embed.W_E.dtype
-        with torch.autocast(device_type, enabled=False):
-            return compiled(model, tokens, cdt)
-
-    return run
+    return lambda tokens: _call(compiled, model, tokens)
 
 
 def keep_freed_memory() -> bool:

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from models.config import TransformerConfig
-from models.fast_forward import fast_readout
+from models.fast_forward import compiled_fast_readout, fast_readout
 from models.transformer import Transformer
 
 D_VOCAB, N_CTX, D_OUT = 11, 6, 3
@@ -122,3 +122,13 @@ def test_rejects_bad_token_shape():
     model = _model(1, 1, "LN", "causal", "relu", "standard", False)
     with pytest.raises(ValueError, match="batch, pos"):
         fast_readout(model, torch.zeros(6, dtype=torch.long))
+
+
+def test_compiled_fast_readout_matches_hooked_forward():
+    # torch.compile costs ~10 s here; one 2-layer model covers every branch of the fast path.
+    model = _model(2, 2, "LN", "causal", "relu", "standard", False)
+    tokens = _tokens(16)
+    compiled = compiled_fast_readout(model)
+    torch.testing.assert_close(compiled(tokens), model(tokens)[:, -1], atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="batch, pos"):
+        compiled(torch.zeros(6, dtype=torch.long))
