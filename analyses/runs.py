@@ -39,11 +39,10 @@ def train_specs_vectorized(specs: list[RunSpec], *, device: str = "cpu", progres
     """
     from interp.vectorized import train_vectorized
 
-    for spec in specs[1:]:
-        for part in ("task", "model"):
-            if getattr(spec, part) != getattr(specs[0], part):
-                raise ConfigError(f"vectorised runs must share one {part}; {spec.out} and {specs[0].out} differ",
-                                  "train them as separate groups")
+    for spec in specs[1:]:  # one task object serves every seed; models and configs are checked there
+        if spec.task != specs[0].task:
+            raise ConfigError(f"vectorised runs must share one task; {spec.out} and {specs[0].out} differ",
+                              "train them as separate groups")
     where = [str(spec.out / "config.json") for spec in specs]
     configs = [from_dict(TrainConfig, spec.train, where=w) for spec, w in zip(specs, where)]
     task = task_from_dict(specs[0].task, where=where[0])

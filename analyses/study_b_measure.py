@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from analyses.study_b import (
 )
 from interp.checkpoint import checkpoint_name, list_checkpoints
 from interp.config import from_dict, to_dict
-from interp.errors import InterpError
+from interp.errors import ConfigError, InterpError
 from interp.injection import InjectionConfig
 from interp.run import is_done, read_config, read_done, read_metrics
 from interp.summary import format_table
@@ -309,7 +310,18 @@ def main(argv: list[str] | None = None) -> None:
     try:
         _main(args)
     except InterpError as err:  # bad --protocol and the like: one line, exit 2 (as the CLI does)
-        raise SystemExit(f"error: {err}") from None
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as err:
+        raise ConfigError(f"--protocol {text!r} is not JSON ({err})", 'give e.g. \'{"dt": 3e-4}\'') from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"--protocol {text!r} is not a JSON object", 'give e.g. \'{"dt": 3e-4}\'')
+    return value
 
 
 def _main(args: argparse.Namespace) -> None:
@@ -317,7 +329,7 @@ def _main(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     try:
         if not args.table_only:
-            protocol = from_dict(Protocol, {**to_dict(Protocol()), **json.loads(args.protocol)}, where="--protocol")
+            protocol = from_dict(Protocol, {**to_dict(Protocol()), **_json_object(args.protocol)}, where="--protocol")
             args.out.mkdir(parents=True, exist_ok=True)
             (args.out / "protocol.json").write_text(json.dumps(to_dict(protocol), indent=1))
             measure(args.out, args.seeds, protocol)

@@ -140,8 +140,8 @@ class _Stacked:
         self.device = loops[0].device
         self.step = loops[0].step
         self.module = _Readout(loops[0].model)  # the stateless template that functional_call fills in
-        self.names = [name for name, _ in loops[0].model.named_parameters()]
-        self.params = {n: torch.stack([dict(l.model.named_parameters())[n].detach() for l in loops]) for n in self.names}
+        own = [dict(loop.model.named_parameters()) for loop in loops]
+        self.params = {n: torch.stack([params[n].detach() for params in own]) for n in own[0]}
         buffers = [dict(l.model.named_buffers()) for l in loops]
         self.buffers = {f"model.{n}": torch.stack([b[n] for b in buffers]) for n in buffers[0]}
         c = self.config

@@ -61,6 +61,11 @@ def test_the_protocol_region_holds_the_start_and_the_window():
     assert region.grid(-4.0, 9.2).contains(-4.0, 9.2)
 
 
-def test_a_bad_protocol_override_exits_with_one_line(tmp_path):
-    with pytest.raises(SystemExit, match="unknown key 'dtt'"):
-        study_b_measure.main([str(tmp_path), "--protocol", '{"dtt": 1e-4}'])
+@pytest.mark.parametrize("protocol, message", [('{"dtt": 1e-4}', "unknown key 'dtt'"), ("dt=1e-4", "is not JSON"),
+                                               ("[1]", "not a JSON object")])
+def test_a_bad_protocol_override_exits_2_with_one_line(tmp_path, capsys, protocol, message):
+    with pytest.raises(SystemExit) as info:
+        study_b_measure.main([str(tmp_path / "out"), "--protocol", protocol])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()  # nothing started
