@@ -102,6 +102,14 @@ GRIDS: dict[str, Grid] = {
     ),
     # The study's full scale (GPU-sized): 1 vs 2 layers at r in {0.5, 0.9, 0.15}, 10 seeds.
     "study-a": Grid(presets=("mpsp-1l1h", "mpsp-2l2h"), axes={"r": [0.5, 0.9, 0.15]}, seeds=10),
+    # Study A's preregistered regime search at the study's data scale (docs/study_a.md,
+    # "Regime search"): two layers at r = 0.9 first, 2 seeds, run in this order; sweep seed 100
+    # (the confirmatory grid uses another). Dense log-spaced checkpoints for the dissection.
+    **{name: Grid(presets=("mpsp-2l2h",), train={**train, "checkpoint_log_points": 30, "checkpoint_every": 1000},
+                  axes={"r": [0.9]}, seeds=2, sweep_seed=100)
+       for name, train in (("study-a-search-1", {"batch_size": 512}),
+                           ("study-a-search-2", {"lr": 3e-3, "weight_decay": 0.4}),
+                           ("study-a-search-3", {"batch_size": 2048}))},
     # Study C's noise sweep: the same initialisation for every xi of a seed.
     "study-c": Grid(presets=("quadratic-mlp",), axes={"xi": [0.0, 0.1, 0.2, 0.3, 0.35, 0.4, 0.5]}, seeds=5),
     # Study C's weight-decay regimes at xi = 0.35 (coexistence, partial / full inversion,

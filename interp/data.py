@@ -97,8 +97,8 @@ class Task(Protocol):
         d_vocab: Number of input token ids the model must embed.
         d_vocab_out: Number of output classes.
         n_ctx: Sequence length of every example.
-        milestones: Optional. ``{name: (metric key, threshold)}``: what a run summary reports
-            as "first epoch at which the metric reached the threshold" (see
+        milestones: Optional. ``{name: (metric key or keys, threshold)}``: what a run summary
+            reports as "first epoch at which the metric(s) reached the threshold" (see
             `interp.evaluation.milestones`).
     """
 

@@ -69,25 +69,30 @@ def evaluate(readout: Readout, splits: Mapping[str, Split], loss: str, chunk: in
 
 
 def milestones(
-    records: Sequence[Mapping[str, Any]], targets: Mapping[str, tuple[str, float]]
+    records: Sequence[Mapping[str, Any]], targets: Mapping[str, tuple[str | tuple[str, ...], float]]
 ) -> dict[str, dict[str, Any]]:
-    """First step at which each target metric reaches its threshold, and whether it is kept.
+    """First step at which each target reaches its threshold, and whether it is kept.
+
+    A target names one metric (``("adv/acc", 1.0)``) or several (``(("val/acc", "adv/acc"), 1.0)``:
+    reached only at an evaluation where *every* one of them is at or above the threshold).
 
     Args:
         records: Metrics records in step order (each with a ``"step"`` key).
-        targets: Milestone name -> (metric key, threshold), e.g.
-            ``{"generalized": ("adv/acc", 1.0)}``.
+        targets: Milestone name -> (metric key or keys, threshold), e.g.
+            ``{"generalized": ("adv/acc", 1.0), "rule": (("val/acc", "adv/acc"), 1.0)}``.
 
     Returns:
-        For each milestone name a dict with ``metric``, ``threshold``, ``step`` (the first step
-        at or above the threshold, or None) and ``kept`` (the last record is still at or above it).
+        For each milestone name a dict with ``metric`` (the key, or the keys joined by ``" & "``),
+        ``threshold``, ``step`` (the first step at which it holds, or None) and ``kept`` (it
+        still holds at the last record that has all its keys).
     """
     result = {}
-    for name, (key, threshold) in targets.items():
-        hits = [r["step"] for r in records if key in r and r[key] >= threshold]
-        last = next((r[key] for r in reversed(records) if key in r), None)
+    for name, (metric, threshold) in targets.items():
+        keys = (metric,) if isinstance(metric, str) else tuple(metric)
+        scored = [r for r in records if all(k in r for k in keys)]
+        hits = [r["step"] for r in scored if all(r[k] >= threshold for k in keys)]
         result[name] = {
-            "metric": key, "threshold": threshold, "step": hits[0] if hits else None,
-            "kept": last is not None and last >= threshold,
+            "metric": " & ".join(keys), "threshold": threshold, "step": hits[0] if hits else None,
+            "kept": bool(scored) and all(scored[-1][k] >= threshold for k in keys),
         }
     return result

@@ -64,9 +64,16 @@ class MPSPTask:
     """
 
     name: ClassVar[str] = "mpsp"
-    # Study A: a run has generalized once adv accuracy reaches 100% at an evaluated epoch;
-    # "kept" in the run summary says whether it still holds at the end (vs transient).
-    milestones: ClassVar[dict[str, tuple[str, float]]] = {"generalized": ("adv/acc", 1.0)}
+    # Study A: a run has *generalized* once adv accuracy reaches 100% at an evaluated epoch;
+    # "kept" in the run summary says whether it still holds at the end (vs transient). On a
+    # binary label the inverted shortcut also scores 100% on adv (every adv example opposes
+    # the shortcut), so *rule* asks for val and adv at 100% at the same evaluation. *memorized*
+    # (every opposing training example right) shows what a run did instead of the rule.
+    milestones: ClassVar[dict[str, tuple[str | tuple[str, ...], float]]] = {
+        "generalized": ("adv/acc", 1.0),
+        "rule": (("val/acc", "adv/acc"), 1.0),
+        "memorized": ("train/opposing/acc", 1.0),
+    }
 
     label: str = "sum-mod2"
     shortcut: str = "max"

@@ -59,10 +59,10 @@ def test_report_table_matches_the_runs_summaries(sweep_dir, capsys):
     assert code == 0 and (sweep_dir / "report.html").exists()
     specs, _ = read_sweep(sweep_dir)
     table = rate_table(specs)
-    assert len(table) == 4  # 2 presets x 2 ratios, one milestone
+    assert len(table) == 4 * 3  # 2 presets x 2 ratios x 3 milestones (generalized, rule, memorized)
     for row in table.itertuples():
         runs = [s for s in specs if s.tags["preset"] == row.preset and s.tags["r"] == row.r]
-        steps = [read_done(s.out)["milestones"]["generalized"]["step"] for s in runs]
+        steps = [read_done(s.out)["milestones"][row.milestone]["step"] for s in runs]
         reached = sum(step is not None for step in steps)
         assert (row.runs, row.reached, row.rate) == (2, reached, reached / 2)
         assert (row.ci_low, row.ci_high) == pytest.approx(wilson(reached, 2))

@@ -38,7 +38,7 @@ def test_metrics_cover_every_split_and_group_on_schedule(tmp_path):
     assert last["train/loss"] == pytest.approx(r * last["train/consistent/loss"] + (1 - r) * last["train/opposing/loss"], rel=1e-5)
     assert summary == read_done(tmp_path / "run")
     assert summary["final"] == last and summary["epochs"] == 12
-    assert set(summary["milestones"]) == {"generalized"}
+    assert set(summary["milestones"]) == set(MPSPTask.milestones)
 
 
 def test_metrics_equal_an_independent_evaluation_of_the_saved_weights(tmp_path):
@@ -67,6 +67,27 @@ def test_milestones_on_a_synthetic_stream():
     assert got["never"]["step"] is None and got["never"]["kept"] is False
     records.append({"step": 50, "adv/acc": 1.0})
     assert milestones(records, {"g": ("adv/acc", 1.0)})["g"]["kept"] is True
+
+
+def test_a_milestone_over_two_metrics_needs_both_at_one_evaluation():
+    # adv reaches 1.0 at step 10 (the inverted shortcut), val only at 20 while adv dips: the
+    # "rule" (both at 1.0 at once) is first reached at 30, then lost at 40.
+    acc = [(0, 0.5, 0.5), (10, 0.2, 1.0), (20, 1.0, 0.9), (30, 1.0, 1.0), (40, 1.0, 0.99)]
+    records = [{"step": s, "val/acc": v, "adv/acc": a} for s, v, a in acc]
+    got = milestones(records, {"rule": (("val/acc", "adv/acc"), 1.0), "generalized": ("adv/acc", 1.0)})
+    assert got["rule"] == {"metric": "val/acc & adv/acc", "threshold": 1.0, "step": 30, "kept": False}
+    assert got["generalized"]["step"] == 10
+    # A record missing one of the keys neither reaches nor decides "kept".
+    records.append({"step": 50, "adv/acc": 1.0})
+    assert milestones(records, {"rule": (("val/acc", "adv/acc"), 1.0)})["rule"]["kept"] is False
+
+
+def test_study_a_runs_report_rule_and_memorized_beside_generalized(tmp_path):
+    _, summary, records = _train(tmp_path, TINY_MPSP, epochs=4, eval_every=2)
+    assert set(summary["milestones"]) == {"generalized", "rule", "memorized"}
+    assert summary["milestones"]["rule"]["metric"] == "val/acc & adv/acc"
+    assert summary["milestones"]["memorized"]["metric"] == "train/opposing/acc"
+    assert summary["milestones"] == milestones(records, MPSPTask.milestones)
 
 
 def test_weight_norm_constraint_holds_after_every_step(tmp_path):
