@@ -22,7 +22,7 @@ from analyses.registry import REGISTRY
 from interp.errors import ConfigError, did_you_mean
 
 if TYPE_CHECKING:
-    from interp.results import Analysis
+    from analyses.base import Analysis
 
 
 def get_analysis(name: str) -> Analysis:
@@ -40,7 +40,7 @@ def all_analyses() -> list[Analysis]:
 def __getattr__(name: str) -> Any:
     # `analyses.load_subject` imports models and tasks (hence torch) only when first used.
     if name == "load_subject":
-        from analyses.loading import load_subject
+        from analyses.subject import load_subject
 
         return load_subject
     raise AttributeError(f"module 'analyses' has no attribute {name!r}")

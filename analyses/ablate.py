@@ -1,7 +1,7 @@
 """Analysis ``ablate``: zero and mean ablation of every head and MLP, on each split (study A).
 
 For each split, each ablation kind and each component (``L{l}H{h}`` heads at ``hook_z``,
-``L{l}MLP`` at ``hook_mlp_out``; see `interp.ablation`), the model runs with that one
+``L{l}MLP`` at ``hook_mlp_out``; see `interp.dissect.ablation`), the model runs with that one
 component ablated; the result is its accuracy and loss and their change from the unablated
 model. Mean ablation uses the mean over the evaluated split itself, per position. Comparing
 splits is the point: a shortcut head matters on `val` (shortcut-consistent) and hurts or does
@@ -19,12 +19,12 @@ import torch
 from plotly.subplots import make_subplots
 from torch import Tensor
 
-from interp.ablation import ablate, components, parse_kinds
+from interp.dissect.ablation import ablate, components, parse_kinds
 from interp.config import to_dict
 from interp.errors import ConfigError, did_you_mean
-from interp.evaluation import LOSSES
-from interp.results import Analysis, Result, param
-from interp.subject import Subject
+from interp.metrics import LOSSES
+from analyses.base import Analysis, Result, param
+from analyses.subject import Subject
 from analyses.registry import REGISTRY
 
 

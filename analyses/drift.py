@@ -3,7 +3,7 @@
 Study B compares each model before and after noise injection: the WLMD model's parameters
 move *more* (lower cosine) yet it keeps the task. Tensors are matched by name; when the
 vocabulary was extended (`models.vocab`), `W_E` / `W_U` / `b_U` are compared on their original
-rows / columns only (`interp.weight_geometry.parameter_cosine`).
+rows / columns only (`interp.dissect.weights.parameter_cosine`).
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from typing import ClassVar
 import pandas as pd
 import plotly.graph_objects as go
 
-from interp.checkpoint import checkpoint_name, list_checkpoints, load_checkpoint
+from interp.store.checkpoint import checkpoint_name, list_checkpoints, load_checkpoint
 from interp.config import to_dict
 from interp.errors import ConfigError
-from interp.results import Analysis, Result, param
-from interp.subject import Subject
-from interp.weight_geometry import parameter_cosine
+from analyses.base import Analysis, Result, param
+from analyses.subject import Subject
+from interp.dissect.weights import parameter_cosine
 from analyses.registry import REGISTRY
 
 

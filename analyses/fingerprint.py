@@ -5,7 +5,7 @@ split, the attention mass on position 0 over the split, and the OV parity rho. P
 A shows a shortcut circuit (high QK rho for the max shortcut, or attention on position 0 for
 the first shortcut); phase 2, in generalising 2-layer runs, a head with high OV parity rho.
 Definitions, and the direct-path approximation used for layers after the first, are in
-`interp.fingerprints`.
+`interp.dissect.heads`.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from torch import Tensor
 
 from interp.config import to_dict
 from interp.errors import ConfigError
-from interp.fingerprints import (
+from interp.dissect.heads import (
     attention_to_first, ov_parity_rho, qk_rho_empirical, qk_rho_from_weights, readout_patterns,
 )
-from interp.results import Analysis, Result, param
-from interp.subject import Subject
+from analyses.base import Analysis, Result, param
+from analyses.subject import Subject
 from analyses.registry import REGISTRY
 
 MEASURES = {

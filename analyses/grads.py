@@ -5,7 +5,7 @@ Splits a split's mean-loss gradient into the gradients of two groups (default `c
 each attention layer, each MLP, unembedding), their cosine, norms, amplification and net
 gradient. At any stationary point the cosine is -1 and ``|g_b| / |g_a| = n_a / n_b`` (``r / (1 -
 r)``) whatever the circuits do, so only departures from that identity carry information; see
-`interp.gradients` and SCIENCE.md ("The gradient ratio has a trivial part").
+`interp.dissect.group_gradients` and SCIENCE.md ("The gradient ratio has a trivial part").
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from torch import Tensor
 
 from interp.config import to_dict
 from interp.errors import ConfigError, did_you_mean
-from interp.evaluation import LOSSES
-from interp.gradients import gradient_stats, group_gradients
-from interp.results import Analysis, Result, param
-from interp.subject import Subject
+from interp.metrics import LOSSES
+from interp.dissect.group_gradients import gradient_stats, group_gradients
+from analyses.base import Analysis, Result, param
+from analyses.subject import Subject
 from analyses.registry import REGISTRY
 
 STATS = ("cos", "norm_a", "norm_b", "amp", "amp_weighted", "net_norm", "net_rel")
@@ -52,7 +52,7 @@ class GradsResult(Result):
         blocks: ``["total", block, ...]``.
         trivial_amp: ``n_a / n_b``, the amplification at any stationary point (``r / (1 - r)``).
         cos, norm_a, norm_b, amp, amp_weighted, net_norm, net_rel: See
-            `interp.gradients.GradientStats`.
+            `interp.dissect.group_gradients.GradientStats`.
     """
 
     analysis: ClassVar[str] = "grads"

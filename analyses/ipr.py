@@ -3,7 +3,7 @@
 For hidden neuron k, the input weights over the p number tokens (`W_E_left[:p, k]` for the
 first operand, `W_E_right[:p, k]` for the second) are Fourier transformed over Z_p; the DC term
 is dropped and frequencies f and p - f are folded; the two operands' spectra are combined by
-adding power per frequency; `IPR = sum_f (a_f / ||a||_2)^4` (`interp.ipr`). High IPR (-> 1):
+adding power per frequency; `IPR = sum_f (a_f / ||a||_2)^4` (`interp.dissect.fourier`). High IPR (-> 1):
 a periodic, generalising neuron; low IPR (-> 1/48 for p = 97): a memorising one. Over training
 (`interp evolve --run RUN --analysis ipr`) the distribution moves from low to high as the
 network generalises. Supports only models with `W_E_left`, `W_E_right` and `W_U`.
@@ -21,9 +21,9 @@ from torch import Tensor
 
 from interp.config import to_dict
 from interp.errors import ConfigError
-from interp.ipr import fourier_amplitudes, ipr, neuron_ipr
-from interp.results import Analysis, Result, param
-from interp.subject import Subject
+from interp.dissect.fourier import fourier_amplitudes, ipr, neuron_ipr
+from analyses.base import Analysis, Result, param
+from analyses.subject import Subject
 from analyses.registry import REGISTRY
 
 

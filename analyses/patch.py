@@ -7,11 +7,11 @@ The patched runs are on `split` (the target); the patched-in activations come fr
   (`tasks.counterfactual`, ``flip="label"``: one position edited, label changed, shortcut
   kept); examples without a partner are dropped.
 * ``source=<split name>`` (e.g. ``val`` into ``adv``): examples of the two splits are paired
-  so that labels differ (`interp.patching.cross_pairs`, seeded).
+  so that labels differ (`interp.dissect.patching.cross_pairs`, seeded).
 
 Effects are the normalised logit-difference recovery (0: no effect, 1: the target run now
 reads like the source run), the patched logit difference, and the patched accuracy against
-the source labels, per site (see `interp.patching.SITES`).
+the source labels, per site (see `interp.dissect.patching.SITES`).
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from torch import Tensor
 
 from interp.config import to_dict
 from interp.errors import ConfigError
-from interp.patching import PatchPairs, aligned_pairs, cross_pairs, parse_sites, patch_sweep
-from interp.results import Analysis, Result, param
-from interp.subject import Subject
+from interp.dissect.patching import PatchPairs, aligned_pairs, cross_pairs, parse_sites, patch_sweep
+from analyses.base import Analysis, Result, param
+from analyses.subject import Subject
 from tasks import MPSPTask, counterfactual
 from analyses.registry import REGISTRY
 

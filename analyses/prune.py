@@ -1,13 +1,13 @@
 """`prune`: remove hidden neurons of study C's quadratic MLP in order of IPR, and track accuracy.
 
 Neurons are removed by zeroing their `hook_post` activation (= zeroing their `W_U` row) inside
-`model.hooks(...)` (`interp.pruning`), lowest IPR first by default (`analyses.ipr`: memorising
+`model.hooks(...)` (`interp.dissect.pruning`), lowest IPR first by default (`analyses.ipr`: memorising
 neurons first). After each removal count the analysis measures, on the same weights: clean
 train accuracy, corrupted train accuracy against the *corrupted* labels (memorisation), the
 same examples against their *true* labels (does the rule show through once memorisation is
 pruned?), and test accuracy. The parent work's claim: pruning low-IPR neurons raises clean
 (and true-label) accuracy while corrupted-label accuracy falls. With every neuron removed the
-logits are all zero and argmax predicts class 0 (see `interp.pruning`).
+logits are all zero and argmax predicts class 0 (see `interp.dissect.pruning`).
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ import torch
 
 from analyses.ipr import input_weights
 from interp.config import to_dict
-from interp.data import Split
+from interp.splits import Split
 from interp.errors import ConfigError, did_you_mean
-from interp.ipr import neuron_ipr
-from interp.pruning import prune_curve
-from interp.results import Analysis, Result, param
-from interp.subject import Subject
+from interp.dissect.fourier import neuron_ipr
+from interp.dissect.pruning import prune_curve
+from analyses.base import Analysis, Result, param
+from analyses.subject import Subject
 from analyses.registry import REGISTRY
 
 ORDERS = ("ipr", "ipr_descending", "random")
@@ -57,7 +57,7 @@ class PruneResult(Result):
         d_hidden: Number of hidden neurons.
         removed: Neurons removed at each point.
         neuron_order: The neurons in removal order.
-        records: One `interp.evaluation.evaluate` record per point (``"train_true/..."``: the
+        records: One `interp.metrics.evaluate` record per point (``"train_true/..."``: the
             train split scored against its true labels).
     """
 

@@ -3,7 +3,7 @@
 One row per matrix: `W_Q`, `W_K`, `W_V`, `W_O` per head and concatenated over heads (head -1),
 `W_QK` and `W_OV` per head (FactoredMatrix singular values), `W_in`, `W_out`, `W_E`, `W_U`.
 Study B: the WLMD equilibrium model has clearly higher effective ranks than the AdamW one,
-before and after noise injection; both lose rank after. Definition: `interp.weight_geometry`.
+before and after noise injection; both lose rank after. Definition: `interp.dissect.weights`.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import plotly.graph_objects as go
 
 from interp.config import to_dict
 from interp.errors import ConfigError
-from interp.results import Analysis, Result, param
-from interp.subject import Subject
-from interp.weight_geometry import transformer_ranks
+from analyses.base import Analysis, Result, param
+from analyses.subject import Subject
+from interp.dissect.weights import transformer_ranks
 from analyses.registry import REGISTRY
 
 

@@ -1,7 +1,7 @@
 """The one list of analyses: name -> (module, one-line summary).
 
 Deliberately free of heavy imports: `interp --help` lists these commands without importing
-torch. Each module named here defines `ANALYSIS` (an `interp.results.Analysis`) named as its
+torch. Each module named here defines `ANALYSIS` (an `analyses.base.Analysis`) named as its
 entry (a test checks) and taking its summary from here, so the summary is written once; the
 CLI subcommands, docs pages and integration tests are all generated from this dict.
 """

@@ -5,12 +5,12 @@ Run: `.venv/bin/python benchmarks/dissect.py [--threads 2] [--repeats 5] [--exam
 
 The sweep (study A's "patching between splits"): on an `mpsp-2l2h` model (random init, or
 trained full batch for `--train-epochs` epochs first), pairs `val -> adv` from
-`interp.patching.cross_pairs` (labels differ; `--pairs cross`) or each adv example with its
+`interp.dissect.patching.cross_pairs` (labels differ; `--pairs cross`) or each adv example with its
 label-flipped counterfactual partner as the source (`--pairs counterfactual`: one position
 differs, so many patches change nothing and are skipped), the first `--examples` of them. Sites:
 `resid_pre` at every layer x position and `z` (head outputs) at every layer x head.
 
-* ours: `interp.patching.patch_sweep` (one cache run on the sources, one run on the targets,
+* ours: `interp.dissect.patching.patch_sweep` (one cache run on the sources, one run on the targets,
   batched patched runs), everything included;
 * TransformerLens: `run_with_cache` on the sources, then `get_act_patch_resid_pre` and
   `get_act_patch_attn_head_out_all_pos` with the same logit-difference metric.
@@ -35,7 +35,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from interp.patching import aligned_pairs, cross_pairs, logit_diff, patch_sweep  # noqa: E402
+from interp.dissect.patching import aligned_pairs, cross_pairs, logit_diff, patch_sweep  # noqa: E402
 from models import Transformer, preset_config  # noqa: E402
 from tasks import MPSPTask, counterfactual  # noqa: E402
 
@@ -105,7 +105,7 @@ def main() -> None:
     what = "val->adv" if args.pairs == "cross" else "counterfactual->adv"
     print(f"mpsp-2l2h, {len(pairs)} pairs {what}, {n_patches} patches (resid_pre {tuple(resid.shape)}, "
           f"z {tuple(z.shape)}), {args.threads} threads, train epochs {args.train_epochs}")
-    print(f"interp.patching.patch_sweep   median {t_ours:.3f} s over {args.repeats}")
+    print(f"interp.dissect.patching.patch_sweep   median {t_ours:.3f} s over {args.repeats}")
     print(f"transformer_lens.patching     median {t_tl:.3f} s over {args.tl_repeats}")
     print(f"speed-up {t_tl / t_ours:.1f}x; max |difference| of the logit differences {diff:.2e}")
 

@@ -7,8 +7,8 @@ Times the engine's own epoch functions on study A's training set (16,384 example
 batch), so what is measured is what `interp train` runs:
 
   (a) TransformerLens 3.x `HookedTransformer`, one seed after another (N x one step);
-  (b) our engine, one seed after another (`interp.training`, `fast_readout`; N x one epoch);
-  (c) our engine, all N seeds vectorised into one model (`interp.vectorized`, one epoch).
+  (b) our engine, one seed after another (`interp.training.loop`, `fast_readout`; N x one epoch);
+  (c) our engine, all N seeds vectorised into one model (`interp.training.vectorized`, one epoch).
 
 Each is the median of `--repeats` epochs after one warm-up, times 1,000; ratios are against
 (a) in the same run. On a GPU (c) is the point: N small models become one large one. On a CPU
@@ -31,9 +31,9 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from interp.run import create_run  # noqa: E402
-from interp.training import TrainConfig, _Loop, run_config  # noqa: E402
-from interp.vectorized import _Stacked  # noqa: E402
+from interp.store.run_folder import create_run  # noqa: E402
+from interp.training.loop import TrainConfig, _Loop, run_config  # noqa: E402
+from interp.training.vectorized import _Stacked  # noqa: E402
 from models import build_model, preset_config  # noqa: E402
 from tasks import MPSPTask  # noqa: E402
 

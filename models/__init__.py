@@ -16,7 +16,7 @@ from typing import Any
 
 from torch import nn
 
-from interp.checkpoint import Checkpoint, load_checkpoint, load_state_into
+from interp.store.checkpoint import Checkpoint, load_checkpoint, load_state_into
 from interp.config import from_dict, to_dict
 from interp.errors import ConfigError, did_you_mean
 from models.config import QuadraticMLPConfig, TransformerConfig

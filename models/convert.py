@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch import Tensor
 
-from interp.checkpoint import load_state_into
+from interp.store.checkpoint import load_state_into
 from interp.errors import ConfigError
 from models.config import TransformerConfig
 from models.transformer import Transformer

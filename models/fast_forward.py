@@ -54,7 +54,7 @@ class _Gather(torch.autograd.Function):
     """`table[index]` (rows), optionally cast to `dtype`; backward by `scatter_add` in fp32.
 
     Written in the `torch.func` style (`setup_context`, generated vmap rule) so that
-    `interp.vectorized` can `vmap` the whole forward over stacked seeds.
+    `interp.training.vectorized` can `vmap` the whole forward over stacked seeds.
     """
 
     generate_vmap_rule = True

@@ -1,7 +1,7 @@
 """Named model presets of the three studies.
 
 A preset fixes the architecture; the vocabulary sizes and context length come from the task
-(anything with `d_vocab`, `d_vocab_out` and `n_ctx`, see `interp.data.Task`), so one preset
+(anything with `d_vocab`, `d_vocab_out` and `n_ctx`, see `interp.splits.Task`), so one preset
 serves every task of its study.
 
 * ``mpsp-1l1h``, ``mpsp-1l2h``, ``mpsp-2l1h``, ``mpsp-2l2h`` (study A): d_model 64, d_mlp 128,
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from interp.data import Task
+from interp.splits import Task
 from interp.errors import ConfigError, did_you_mean
 from models.config import QuadraticMLPConfig, TransformerConfig
 
@@ -58,7 +58,7 @@ def preset_config(name: str, task: Task, **overrides: Any) -> TransformerConfig 
 
 # What each preset is trained on and how, by default (the studies' settings, SCIENCE.md).
 # Plain dicts: `interp.cli` merges them under the user's options into a task config and an
-# `interp.training.TrainConfig`.
+# `interp.training.loop.TrainConfig`.
 PRESET_TASKS: dict[str, dict[str, Any]] = {
     **{name: {"name": "mpsp"} for name in ("mpsp-1l1h", "mpsp-1l2h", "mpsp-2l1h", "mpsp-2l2h")},
     "modadd-1l": {"name": "modadd", "p": 67},

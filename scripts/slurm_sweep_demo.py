@@ -14,7 +14,7 @@ import sys
 import tempfile
 import time
 
-from interp.executors import SubmititExecutor
+from interp.sweep.executors import SubmititExecutor
 
 
 def work(x: float) -> dict:

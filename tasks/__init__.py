@@ -5,7 +5,7 @@
 - `ModAddTask` (studies B and C): ``x + y mod p`` with nested label corruption.
 - `NoiseInjectionTask` (study B): modular addition plus a noise set on new tokens.
 
-Each task satisfies `interp.data.Task`. `TASKS` is the one registry of task families, and
+Each task satisfies `interp.splits.Task`. `TASKS` is the one registry of task families, and
 `task_from_dict` rebuilds a task from its `to_dict()` form, strictly.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from interp.config import from_dict
-from interp.data import Task
+from interp.splits import Task
 from interp.errors import ConfigError, did_you_mean
 from tasks.counterfactual import counterfactual
 from tasks.modular import ModAddTask

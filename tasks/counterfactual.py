@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from interp.data import Split
+from interp.splits import Split
 from interp.errors import ConfigError, did_you_mean
 from tasks.mpsp import MPSPTask, mpsp_split
 from tasks.seeding import generator

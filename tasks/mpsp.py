@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from interp.config import to_dict
-from interp.data import Split
+from interp.splits import Split
 from interp.errors import ConfigError
 from tasks.seeding import generator
 from tasks.validate import check_choice, check_int, check_real

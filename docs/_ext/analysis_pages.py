@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the page generator itself runs without Sphinx (the tests us
 def page(name: str) -> str:
     """The MyST markdown page of analysis `name`."""
     from analyses import get_analysis
-    from interp.results import Result, param_help
+    from analyses.base import Result, param_help
 
     analysis = get_analysis(name)
     helps = param_help(analysis.params)

@@ -40,7 +40,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 @click.option("--data-seed", default=0, show_default=True, type=int, help="Seed of the data splits.")
 def describe(label: str, shortcut: str, r: float, preset: str, data_seed: int) -> None:
     """Build a study-A dataset and model and print a summary of both (sizes, ratios, hooks)."""
-    from interp.summary import summarize_task_and_model
+    from interp.text import summarize_task_and_model
     from models import build_model, preset_config
     from tasks import MPSPTask
 
@@ -107,12 +107,12 @@ def evolve(run_dir: str, analysis: str | None, out: str | None, no_progress: boo
     """Run an analysis over every checkpoint of a run (cached per step), or draw study A's
     circuit-evolution figure and checkpoint explorer."""
     from analyses import get_analysis, load_subject
-    from interp.evolution import evolve as evolve_run
+    from analyses.evolution import evolve as evolve_run
 
     folder = Path(out) if out else Path(run_dir) / "evolution"
     folder.mkdir(parents=True, exist_ok=True)
     if analysis is None:
-        from analyses.circuit_evolution import attention_explorer, circuit_evolution_figure
+        from analyses.studies.study_a import attention_explorer, circuit_evolution_figure
 
         circuit_evolution_figure(run_dir, progress=not no_progress).write_html(folder / "circuit_evolution.html", include_plotlyjs="directory")
         attention_explorer(run_dir).write_html(folder / "explorer.html", include_plotlyjs="directory")
@@ -140,8 +140,8 @@ def evolve(run_dir: str, analysis: str | None, out: str | None, no_progress: boo
 @click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
 def inject(ckpt, noise, out, k, new_classes, lr, target_acc, max_steps, keep_norm, seed, no_progress) -> None:
     """Study B: extend a model's vocabulary and fine-tune it on train + noise; track forgetting."""
-    from analyses.study_b import inject as run_injection
-    from interp.injection import InjectionConfig
+    from analyses.studies.study_b import inject as run_injection
+    from interp.training.finetune import InjectionConfig
 
     config = InjectionConfig(lr=lr, target_acc=target_acc, max_steps=max_steps)
     summary = run_injection(out, ckpt, noise, k=k, new_classes=new_classes, config=config, keep_norm=keep_norm,
@@ -180,7 +180,7 @@ def wlmd(ckpt, out, steps, production_steps, walkers, dt, gamma, kt, sharpness, 
       interp wlmd --ckpt runs/b-adamw --out runs/b-wlmd --steps 2000 --production-steps 500 --walkers 1 \\
           --dt 2e-4 --x-span 0.75 0.25 --y-low 9.5 --bins 4 7      # the CPU-scale protocol
     """
-    from analyses.study_b import Region, wlmd_sample
+    from analyses.studies.study_b import Region, wlmd_sample
 
     region = Region(x_span[0], x_span[1], y_low, bins, window_x, window_y)
     folder, samples = wlmd_sample(out, ckpt, steps=steps, production_steps=production_steps, n_walkers=walkers, dt=dt,

@@ -38,7 +38,7 @@ class AnalysisGroup(click.Group):
 def analysis_command(name: str) -> click.Command:
     """Build the click command of analysis `name` from its `Params` fields."""
     from analyses import get_analysis
-    from interp.results import param_help
+    from analyses.base import param_help
 
     analysis = get_analysis(name)
     helps = param_help(analysis.params)

@@ -12,8 +12,8 @@ from interp.errors import ConfigError, did_you_mean
 
 
 def load_grid(name_or_file: str, *, seeds: int | None, epochs: int | None, axes: list[str]) -> Any:
-    """A named grid (`analyses.sweeps.GRIDS`) or a JSON file, with CLI overrides applied."""
-    from analyses.sweeps import GRIDS, grid_from_dict
+    """A named grid (`analyses.studies.grids.GRIDS`) or a JSON file, with CLI overrides applied."""
+    from analyses.studies.grids import GRIDS, grid_from_dict
 
     if name_or_file in GRIDS:
         grid = GRIDS[name_or_file]
@@ -52,11 +52,11 @@ def _parse_axis(text: str) -> tuple[str, list[Any]]:
 def make_executor(kind: str, *, jobs: int | None, threads: int | None, folder: Path, partition: str | None,
                   timeout_min: int) -> Any:
     """The executor named on the command line: local (joblib), slurm or submitit-local."""
-    from interp.executors import LocalExecutor
+    from interp.sweep.executors import LocalExecutor
 
     if kind == "local":
         return LocalExecutor(jobs=jobs, threads=threads)
-    from interp.executors import SubmititExecutor
+    from interp.sweep.executors import SubmititExecutor
 
     cluster = {"slurm": "slurm", "submitit-local": "local"}[kind]
     return SubmititExecutor(folder=folder / "submitit", cluster=cluster, partition=partition,
@@ -65,10 +65,10 @@ def make_executor(kind: str, *, jobs: int | None, threads: int | None, folder: P
 
 def run_grid(grid: Any, out: Path, executor: Any, *, progress: bool) -> tuple[int, list[str]]:
     """Write the sweep file, train every unfinished run, and return (finished, failures)."""
-    from analyses.runs import train_spec
-    from analyses.sweeps import expand
+    from analyses.studies.recipes import train_spec
+    from analyses.studies.grids import expand
     from interp.config import to_dict
-    from interp.sweep import run_sweep, write_sweep
+    from interp.sweep.specs import run_sweep, write_sweep
 
     specs = expand(grid, out)
     write_sweep(out, specs, {"grid": to_dict(grid)})
@@ -83,11 +83,11 @@ def run_grid(grid: Any, out: Path, executor: Any, *, progress: bool) -> tuple[in
 
 def write_sweep_report(out: Path, *, evolution: bool, progress: bool) -> Path:
     """The sweep's HTML report; per-run circuit-evolution figures for study-A runs."""
-    from analyses.report import accuracy_figure, write_report
+    from analyses.studies.report import accuracy_figure, write_report
 
     figure = accuracy_figure
     if evolution:
-        from analyses.circuit_evolution import circuit_evolution_figure
+        from analyses.studies.study_a import circuit_evolution_figure
 
         figure = partial(circuit_evolution_figure, progress=progress)
     return write_report(out, figure=figure)

@@ -14,8 +14,8 @@ from typing import Any
 
 from interp.config import from_dict, to_dict
 from interp.errors import ConfigError, did_you_mean
-from interp.summary import format_table
-from interp.sweep import RunSpec
+from interp.text import format_table
+from interp.sweep.specs import RunSpec, seed_folder
 
 DEFAULT_PRESET = "mpsp-2l2h"
 
@@ -44,7 +44,7 @@ def plan_runs(
     from models import config_to_dict, preset_config
     from models.presets import PRESET_TASKS, PRESET_TRAINING, PRESETS
     from tasks import task_from_dict
-    from interp.training import TrainConfig
+    from interp.training.loop import TrainConfig
 
     preset = preset or DEFAULT_PRESET
     if preset not in PRESETS:
@@ -56,13 +56,13 @@ def plan_runs(
     for s in seeds if seeds is not None else [seed or 0]:
         fields = {**PRESET_TRAINING[preset], **train_options, "seed": s, "bf16": bool(bf16)}
         train = to_dict(from_dict(TrainConfig, fields, where="the training options"))
-        folder = Path(out) / f"seed_{s}" if seeds is not None else Path(out)
+        folder = seed_folder(out, s) if seeds is not None else Path(out)
         specs.append(RunSpec(folder, model, task.to_dict(), train, tags={"seed": s}))
     return specs
 
 
 def _spec_from_run(run_dir: Path) -> RunSpec:
-    from interp.run import read_config
+    from interp.store.run_folder import read_config
 
     config = read_config(run_dir)
     return RunSpec(run_dir, config["model"], config["task"], config["train"])
@@ -87,9 +87,9 @@ def train_runs(specs: list[RunSpec], *, device: str, threads: int | None, jobs: 
     processes (joblib), sharing the cores; a failing run is reported and does not stop the
     others. With `vectorize`, several seeds train in this process as one vectorised model.
     """
-    from analyses.runs import train_spec
-    from interp.executors import LocalExecutor
-    from interp.sweep import run_sweep
+    from analyses.studies.recipes import train_spec
+    from interp.sweep.executors import LocalExecutor
+    from interp.sweep.specs import run_sweep
 
     _check_device(device)
     if vectorize:
@@ -114,7 +114,7 @@ def train_runs(specs: list[RunSpec], *, device: str, threads: int | None, jobs: 
 
 
 def _train_vectorized(specs: list[RunSpec], *, device: str, threads: int | None, jobs: int | None, progress: bool) -> str:
-    from analyses.runs import train_specs_vectorized
+    from analyses.studies.recipes import train_specs_vectorized
 
     if jobs is not None:
         raise ConfigError("--jobs sets parallel processes, but --vectorize trains every seed in one",

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import pytest
 
 from interp.cli import main
-from interp.run import is_done, read_config
+from interp.store.run_folder import is_done, read_config
 
 
 def run_cli(capsys, *args: str) -> tuple[int, str, str]:

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from interp.errors import ConfigError
-from interp.executors import LocalExecutor, Outcome, SubmititExecutor
+from interp.sweep.executors import LocalExecutor, Outcome, SubmititExecutor
 
 ITEMS = [4.0, 9.0, -1.0, 16.0]  # math.sqrt(-1.0) raises ValueError: math domain error
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from interp.checkpoint import list_checkpoints, load_checkpoint
+from interp.store.checkpoint import list_checkpoints, load_checkpoint
 from interp.cli import main
-from interp.run import read_done
+from interp.store.run_folder import read_done
 
 
 @pytest.fixture(scope="module")

@@ -8,19 +8,18 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
 
-import analyses.circuit_evolution as circuit_evolution
+import analyses.studies.study_a as circuit_evolution
 from analyses import get_analysis, load_subject
-from analyses.report import rate_table, wilson
-from interp.checkpoint import checkpoint_name, list_checkpoints
+from analyses.studies.report import rate_table, wilson
+from interp.store.checkpoint import checkpoint_name, list_checkpoints
 from interp.cli import main
-from interp.evolution import evolve
-from interp.run import is_done, read_done
-from interp.sweep import read_sweep
+from analyses.evolution import evolve
+from interp.store.run_folder import is_done, read_done
+from interp.sweep.specs import read_sweep
 
 GRID = {"presets": ["mpsp-1l1h", "mpsp-2l1h"], "task": {"vocab": 12, "n": 4, "n_train": 128, "n_val": 32, "n_adv": 32},
         "train": {"epochs": 12, "eval_every": 4, "checkpoint_log_points": 4}, "axes": {"r": [0.5, 0.9]}, "seeds": 2}

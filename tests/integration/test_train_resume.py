@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from interp.checkpoint import load_checkpoint
-from interp.run import is_done, read_metrics
+from interp.store.checkpoint import load_checkpoint
+from interp.store.run_folder import is_done, read_metrics
 
 # Tiny but real: a 2-layer model with minibatches, so the minibatch RNG must resume too.
 ARGS = ["--preset", "mpsp-2l1h", "--vocab", "12", "--n", "4", "--n-train", "256", "--n-val", "64",

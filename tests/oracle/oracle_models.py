@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 import models
-from interp.data import Task
+from interp.splits import Task
 
 
 def random_transformer(task: Task, seed: int = 0, **overrides) -> models.Transformer:

@@ -1,4 +1,4 @@
-"""Oracle: `interp.ablation` against weight surgery and means computed by hand."""
+"""Oracle: `interp.dissect.ablation` against weight surgery and means computed by hand."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import torch.nn.functional as F
 
 import models
 import tasks
-from interp.ablation import ablate, components, parse_kinds
+from interp.dissect.ablation import ablate, components, parse_kinds
 from interp.errors import ConfigError
-from oracle_models import random_transformer  # tests/oracle/oracle_models.py
+from tests.oracle.oracle_models import random_transformer  # tests/oracle/oracle_models.py
 
 ATOL = 1e-5
 TASK = tasks.MPSPTask(vocab=12, n=4, n_train=128, n_val=32, n_adv=32)

@@ -1,4 +1,4 @@
-"""Oracle: `interp.patching` against TransformerLens's `patching` and against raw torch hooks.
+"""Oracle: `interp.dissect.patching` against TransformerLens's `patching` and against raw torch hooks.
 
 Every site's effect tensor must equal what TransformerLens's `get_act_patch_*` functions give
 with the same metric on the same model and inputs, and what a plain `register_forward_hook`
@@ -17,11 +17,11 @@ from transformer_lens import patching as tl_patching
 
 import models
 import tasks
-from interp import patching
+from interp.dissect import patching
 from interp.errors import ConfigError
-from interp.interventions import Intervention, run_interventions
-from interp.patching import PatchPairs, SITES, aligned_pairs, cross_pairs, patch_sweep
-from oracle_models import random_transformer  # tests/oracle/oracle_models.py
+from interp.dissect.interventions import Intervention, run_interventions
+from interp.dissect.patching import PatchPairs, SITES, aligned_pairs, cross_pairs, patch_sweep
+from tests.oracle.oracle_models import random_transformer  # tests/oracle/oracle_models.py
 
 ATOL = 1e-5
 TASK = tasks.MPSPTask(vocab=12, n=4, n_train=128, n_val=32, n_adv=32)

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from interp.config import to_dict
-from interp.wlmd import ModelCVs, Sampler, WLMDConfig, margins, wlmd_produce, wlmd_run
-from interp.wlmd_state import GridSpec, OutOfGrid, Schedule, at, deposit, interpolate
+from interp.wlmd.sampler import ModelCVs, Sampler, WLMDConfig, margins, wlmd_produce, wlmd_run
+from interp.wlmd.grid import GridSpec, OutOfGrid, Schedule, at, deposit, interpolate
 from models import build_model, preset_config
 from tasks import ModAddTask
 

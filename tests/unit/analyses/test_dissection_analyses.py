@@ -13,8 +13,8 @@ import models
 import tasks
 from analyses import ablate, patch
 from interp.errors import ConfigError
-from interp.results import Analysis
-from interp.subject import Subject
+from analyses.base import Analysis
+from analyses.subject import Subject
 
 TASK = tasks.MPSPTask(vocab=12, n=4, n_train=128, n_val=32, n_adv=32)
 

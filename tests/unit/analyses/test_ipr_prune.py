@@ -14,8 +14,8 @@ import models
 from analyses import get_analysis, load_subject
 from interp.cli import main
 from interp.errors import ConfigError
-from interp.subject import Subject
-from interp.training import TrainConfig, train
+from analyses.subject import Subject
+from interp.training.loop import TrainConfig, train
 from tasks import ModAddTask, MPSPTask
 
 TASK = ModAddTask(p=11, xi=0.3)
@@ -43,7 +43,7 @@ def test_compute_frame_figure_and_round_trip(name, subject, tmp_path):
 
 
 def test_ipr_values_match_the_library_on_the_number_tokens(subject):
-    from interp.ipr import neuron_ipr
+    from interp.dissect.fourier import neuron_ipr
 
     result = get_analysis("ipr").compute(subject, get_analysis("ipr").params())
     m = subject.model
@@ -99,7 +99,7 @@ def test_cli_equals_python_api_on_a_quadratic_run(name, run_dir, tmp_path, capsy
 
 
 def test_ipr_evolves_over_checkpoints(run_dir):
-    from interp.evolution import evolve
+    from analyses.evolution import evolve
 
     evolution = evolve(run_dir, get_analysis("ipr"), get_analysis("ipr").params(), load_subject, progress=False)
     frame = evolution.to_frame()

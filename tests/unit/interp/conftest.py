@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from interp.run import create_run
+from interp.store.run_folder import create_run
 
 TINY_CONFIG = {
     "model": {"d_model": 8, "n_layers": 1},

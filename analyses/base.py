@@ -1,0 +1,133 @@
+"""Analysis results and the analysis registry entry type.
+
+Every analysis (DESIGN.md) is a frozen `Params` dataclass, a pure compute function
+`(subject, params) -> Result`, and a `Result` with `to_frame()`, `figure()`, `save(dir)` and
+`load(dir)`. This module holds what they share:
+
+* `Result`: subclass it as a frozen dataclass whose fields are tensors or JSON values
+  (numbers, strings, lists, dicts). `save` writes `result.json` (the JSON fields, the params,
+  a format version), `tensors.safetensors` (the tensor fields) and `figure.html`; `load`
+  reads them back without unpickling anything.
+* `param(default, help)`: a dataclass field whose help text becomes the CLI's `--help`.
+* `Analysis`: one registry entry; the registry itself is `analyses.ANALYSES`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+import safetensors.torch
+from torch import Tensor
+
+from interp.store.atomic import atomic_write_bytes, atomic_write_json
+from interp.errors import CheckpointError, FormatVersionError
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import plotly.graph_objects as go
+
+RESULT_FORMAT_VERSION = 1
+RESULT_FILE, TENSORS_FILE, FIGURE_FILE = "result.json", "tensors.safetensors", "figure.html"
+R = TypeVar("R", bound="Result")
+
+
+def param(default: Any, help: str, **kwargs: Any) -> Any:  # noqa: A002 - mirrors click's name
+    """A `Params` field with a one-line help text (shown by the CLI's `--help` and the docs)."""
+    return dataclasses.field(default=default, metadata={"help": help, **kwargs})
+
+
+def param_help(params_cls: type) -> dict[str, str]:
+    """``{field name: help text}`` of a `Params` dataclass."""
+    return {f.name: f.metadata.get("help", "") for f in dataclasses.fields(params_cls)}
+
+
+@dataclass(frozen=True)
+class Result:
+    """Base class of analysis results (subclass as a frozen dataclass).
+
+    Attributes:
+        params: The analysis parameters, as a JSON dict (so the result says how it was made).
+        step: Training step of the analysed checkpoint, if known.
+    """
+
+    analysis: ClassVar[str] = ""
+    params: dict[str, Any]
+    step: int | None
+
+    def to_frame(self) -> pd.DataFrame:
+        """The result as a tidy table (one row per measured quantity)."""
+        raise NotImplementedError
+
+    def figure(self) -> go.Figure:
+        """The result as a plotly figure (never shown by the library)."""
+        raise NotImplementedError
+
+    def table(self, rows: int = 12) -> str:
+        """A compact text table for the CLI (the first `rows` rows of `to_frame`)."""
+        return self.to_frame().head(rows).to_string(index=False, float_format=lambda v: f"{v:.4g}")
+
+    def save(self, folder: str | Path, *, figure: bool = True) -> Path:
+        """Write `result.json`, `tensors.safetensors` and (if `figure`) `figure.html` into `folder`.
+
+        The figure's plotly.js goes beside it once (`plotly.min.js`), so the folder works
+        offline; caches of many results (`analyses.evolution`) skip the figure.
+        """
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        tensors = {k: v.detach().cpu().contiguous() for k, v in values.items() if isinstance(v, Tensor)}
+        atomic_write_bytes(folder / TENSORS_FILE, safetensors.torch.save(tensors))
+        fields = {k: v for k, v in values.items() if k not in tensors}
+        atomic_write_json(folder / RESULT_FILE, {
+            "format_version": RESULT_FORMAT_VERSION, "analysis": self.analysis, "fields": fields,
+            "tensor_fields": sorted(tensors),
+        })
+        if figure:
+            self.figure().write_html(folder / FIGURE_FILE, include_plotlyjs="directory")
+        return folder
+
+    @classmethod
+    def load(cls: type[R], folder: str | Path) -> R:
+        """Read a result written by `save`.
+
+        Raises:
+            CheckpointError: If the folder holds no result, or another analysis's result.
+            FormatVersionError: If it was written by a newer `interp`.
+        """
+        folder = Path(folder)
+        try:
+            data = json.loads((folder / RESULT_FILE).read_text())
+            tensors = safetensors.torch.load((folder / TENSORS_FILE).read_bytes())
+        except (OSError, ValueError) as err:
+            raise CheckpointError(f"{folder} holds no readable analysis result: {err}", "run the analysis with --out first") from None
+        if data.get("format_version", 0) > RESULT_FORMAT_VERSION:
+            raise FormatVersionError(f"{folder / RESULT_FILE} has format_version {data['format_version']}", "upgrade interp")
+        if data.get("analysis") != cls.analysis:
+            raise CheckpointError(f"{folder} holds a {data.get('analysis')!r} result, not {cls.analysis!r}")
+        return cls(**data["fields"], **tensors)
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """One entry of the analysis registry.
+
+    Attributes:
+        name: The CLI subcommand and docs page name (e.g. ``"patch"``).
+        summary: One line: what it measures.
+        params: The frozen `Params` dataclass (fields made with `param`).
+        compute: `(subject, params) -> Result`, pure.
+        result: The `Result` subclass it returns (for `load`).
+        models: The model kinds (``model.cfg.kind``) it applies to.
+    """
+
+    name: str
+    summary: str
+    params: type
+    compute: Callable[[Any, Any], Result]
+    result: type[Result]
+    models: tuple[str, ...] = ("transformer",)

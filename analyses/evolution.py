@@ -1,0 +1,106 @@
+"""Run a single-checkpoint analysis over every checkpoint of a run, cached per step.
+
+`evolve` walks a run's checkpoints in step order, loading one at a time (so memory stays that
+of one model), and saves each result under `RUN/analyses/NAME/step_N/` - the same folder the
+CLI's single-checkpoint commands write by default. A cached result is reused only if it was
+computed with the same parameters, so re-plotting never recomputes and changing a parameter
+never returns stale numbers. The results come back joined with `metrics.jsonl` by step.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from interp.store.checkpoint import checkpoint_name, list_checkpoints
+from interp.config import to_dict
+from interp.errors import CheckpointError
+from analyses.base import RESULT_FILE, Analysis, Result
+from interp.store.run_folder import CHECKPOINTS_DIR, read_metrics
+from analyses.subject import Subject
+
+ANALYSES_DIR = "analyses"
+
+
+@dataclass(frozen=True)
+class Evolution:
+    """An analysis's results at every checkpoint of a run, with the run's metrics.
+
+    Attributes:
+        run_dir: The run folder.
+        analysis: The analysis name.
+        steps: Checkpoint steps, increasing.
+        results: One result per step.
+        metrics: The run's metrics records (all evaluated steps).
+    """
+
+    run_dir: Path
+    analysis: str
+    steps: list[int]
+    results: list[Result]
+    metrics: list[dict[str, Any]]
+
+    def to_frame(self):  # noqa: ANN201 - pandas is imported lazily
+        """Every result's frame stacked, with a ``step`` column, joined with that step's metrics."""
+        import pandas as pd
+
+        frames = [r.to_frame().assign(step=s) for s, r in zip(self.steps, self.results)]
+        stacked = pd.concat(frames, ignore_index=True)
+        metrics = pd.DataFrame(self.metrics)
+        return stacked.merge(metrics, on="step", how="left") if len(metrics) else stacked
+
+
+def result_folder(run_dir: str | Path, analysis: str, step: int) -> Path:
+    """`RUN/analyses/NAME/step_N`: where a checkpoint's result is cached."""
+    return Path(run_dir) / ANALYSES_DIR / analysis / checkpoint_name(step)
+
+
+def evolve(
+    run_dir: str | Path, analysis: Analysis, params: Any, load_subject: Callable[[Path], Subject], *,
+    progress: bool = True,
+) -> Evolution:
+    """Compute (or load from cache) `analysis` at every checkpoint of `run_dir`.
+
+    Args:
+        run_dir: A run folder with checkpoints.
+        analysis: The registered analysis to run.
+        params: Its `Params`.
+        load_subject: Opens a checkpoint folder as a `Subject` (`analyses.load_subject`).
+        progress: Show a progress bar over checkpoints.
+
+    Raises:
+        CheckpointError: If the run has no checkpoints.
+    """
+    run_dir = Path(run_dir)
+    steps = list_checkpoints(run_dir)
+    if not steps:
+        raise CheckpointError(f"{run_dir} has no checkpoints to evolve over", "train it first (interp train)")
+    wanted = json.loads(json.dumps(to_dict(params)))
+    results = []
+    for step in tqdm(steps, disable=not progress, unit="ckpt", desc=analysis.name):
+        folder = result_folder(run_dir, analysis.name, step)
+        cached = _cached(folder, analysis, wanted)
+        if cached is None:
+            subject = load_subject(run_dir / CHECKPOINTS_DIR / checkpoint_name(step))
+            cached = analysis.compute(subject, params)
+            cached.save(folder, figure=False)
+        results.append(cached)
+    return Evolution(run_dir, analysis.name, steps, results, read_metrics(run_dir))
+
+
+def _cached(folder: Path, analysis: Analysis, wanted: dict[str, Any]) -> Result | None:
+    try:
+        stored = json.loads((folder / RESULT_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if stored.get("fields", {}).get("params") != wanted:
+        return None
+    try:
+        return analysis.result.load(folder)
+    except CheckpointError:
+        return None

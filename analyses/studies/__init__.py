@@ -1,0 +1,1 @@
+"""Study drivers: recipes, grids, protocols, reports and figures (not registered analyses)."""

@@ -1,0 +1,124 @@
+"""Sweep grids of the studies: a base configuration times axes times seeds -> run specs.
+
+A `Grid` names model presets, base task and training options, axes (task or training fields,
+each with a list of values) and a number of seeds. `expand` turns it into `RunSpec`s whose
+folders are named by their coordinates (``mpsp-2l2h/r=0.9/seed_3``) and whose seeds derive from
+the sweep seed (see `interp.sweep.specs`). `GRIDS` holds the named grids `interp sweep --grid` knows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from interp.config import from_dict, to_dict
+from interp.errors import ConfigError, did_you_mean
+from interp.sweep.specs import RunSpec, derive_seed, seed_folder
+from interp.training.loop import TrainConfig
+from models import config_to_dict, preset_config
+from models.presets import PRESET_TASKS, PRESET_TRAINING, PRESETS
+from tasks import TASKS, task_from_dict
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A sweep: presets x axes x seeds.
+
+    Attributes:
+        presets: Model presets (each brings its study's task and training defaults).
+        task: Task options applied to every run (e.g. ``{"vocab": 16}``).
+        train: Training options applied to every run (e.g. ``{"epochs": 3000}``).
+        axes: Fields to sweep, each with its values; a field of the task config is set on
+            the task, any other on the training config (e.g. ``{"r": [0.5, 0.9]}``).
+        seeds: Seeds per configuration.
+        sweep_seed: The seed every run's seeds derive from.
+    """
+
+    presets: tuple[str, ...]
+    task: dict[str, Any] = field(default_factory=dict)
+    train: dict[str, Any] = field(default_factory=dict)
+    axes: dict[str, list[Any]] = field(default_factory=dict)
+    seeds: int = 1
+    sweep_seed: int = 0
+
+    def __post_init__(self) -> None:
+        for preset in self.presets:
+            if preset not in PRESETS:
+                raise ConfigError(f"unknown preset {preset!r} in the grid", did_you_mean(preset, PRESETS))
+        if not isinstance(self.seeds, int) or self.seeds < 1:
+            raise ConfigError(f"seeds={self.seeds!r} must be a positive integer")
+        for name, values in self.axes.items():
+            if not isinstance(values, (list, tuple)) or not values:
+                raise ConfigError(f"axis {name!r} needs a non-empty list of values, got {values!r}")
+
+
+def expand(grid: Grid, sweep_dir: str | Path) -> list[RunSpec]:
+    """Return one `RunSpec` per preset x axis combination x seed, foldered by coordinates.
+
+    Raises:
+        ConfigError: If an axis names a field of neither the task nor `TrainConfig`, or any
+            resulting config is invalid.
+    """
+    sweep_dir = Path(sweep_dir)
+    train_fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    names = list(grid.axes)
+    specs = []
+    for preset in grid.presets:
+        task_fields = {f.name for f in dataclasses.fields(TASKS[PRESET_TASKS[preset]["name"]])}
+        for unknown in set(names) - task_fields - train_fields:
+            raise ConfigError(f"axis {unknown!r} is neither a task nor a training field",
+                              did_you_mean(unknown, task_fields | train_fields))
+        for values in itertools.product(*(grid.axes[n] for n in names)):
+            point = dict(zip(names, values))
+            task = task_from_dict({**PRESET_TASKS[preset], **grid.task, **{k: v for k, v in point.items() if k in task_fields}})
+            model = config_to_dict(preset_config(preset, task))
+            for index in range(grid.seeds):
+                train = {**PRESET_TRAINING[preset], **grid.train, **{k: v for k, v in point.items() if k not in task_fields},
+                         "seed": derive_seed(grid.sweep_seed, index, model), "data_seed": derive_seed(grid.sweep_seed, index, "data")}
+                train = to_dict(from_dict(TrainConfig, train, where=f"grid point {point}"))
+                folder = seed_folder(sweep_dir.joinpath(preset, *(f"{k}={v}" for k, v in point.items())), index)
+                specs.append(RunSpec(folder, model, task.to_dict(), train, {"preset": preset, **point, "seed": index}))
+    return specs
+
+
+GRIDS: dict[str, Grid] = {
+    # `interp demo`: study A's contrast in miniature, sized for ~10 minutes on 2 CPU cores.
+    "demo": Grid(
+        presets=("mpsp-1l1h", "mpsp-2l2h"),
+        task={"vocab": 16, "n_train": 2048, "n_val": 512, "n_adv": 512},
+        train={"epochs": 2500, "eval_every": 50, "checkpoint_log_points": 10},
+        axes={"r": [0.5, 0.9]}, seeds=2,
+    ),
+    # Study A at CPU scale (docs/study_a.md): 8x fewer train examples, 4x smaller vocabulary,
+    # 5x fewer epochs than the study; 10 seeds per cell.
+    "study-a-cpu": Grid(
+        presets=("mpsp-1l1h", "mpsp-2l2h"),
+        task={"vocab": 16, "n_train": 2048, "n_val": 512, "n_adv": 512},
+        train={"epochs": 3000, "eval_every": 50, "checkpoint_log_points": 12},
+        axes={"r": [0.5, 0.9, 0.15]}, seeds=10,
+    ),
+    # The study's full scale (GPU-sized): 1 vs 2 layers at r in {0.5, 0.9, 0.15}, 10 seeds.
+    "study-a": Grid(presets=("mpsp-1l1h", "mpsp-2l2h"), axes={"r": [0.5, 0.9, 0.15]}, seeds=10),
+    # Study A's preregistered regime search at the study's data scale (docs/study_a.md,
+    # "Regime search"): two layers at r = 0.9 first, 2 seeds, run in this order; sweep seed 100
+    # (the confirmatory grid uses another). Dense log-spaced checkpoints for the dissection.
+    **{name: Grid(presets=("mpsp-2l2h",), train={**train, "checkpoint_log_points": 30, "checkpoint_every": 1000},
+                  axes={"r": [0.9]}, seeds=2, sweep_seed=100)
+       for name, train in (("study-a-search-1", {"batch_size": 512}),
+                           ("study-a-search-2", {"lr": 3e-3, "weight_decay": 0.4}),
+                           ("study-a-search-3", {"batch_size": 2048}))},
+    # Study C's noise sweep: the same initialisation for every xi of a seed.
+    "study-c": Grid(presets=("quadratic-mlp",), axes={"xi": [0.0, 0.1, 0.2, 0.3, 0.35, 0.4, 0.5]}, seeds=5),
+    # Study C's weight-decay regimes at xi = 0.35 (coexistence, partial / full inversion,
+    # forgetting); checkpoints every 500 epochs so inversion can be measured over training.
+    "study-c-wd": Grid(presets=("quadratic-mlp",), task={"xi": 0.35}, train={"checkpoint_every": 500},
+                       axes={"weight_decay": [0.0, 1.0, 5.0, 15.0, 20.0]}, seeds=1),
+}
+
+
+def grid_from_dict(data: dict[str, Any]) -> Grid:
+    """Build a `Grid` from JSON (strict: unknown keys are errors)."""
+    return from_dict(Grid, data, where="the grid")

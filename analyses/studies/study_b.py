@@ -1,0 +1,243 @@
+"""Study B's protocol: goldilocks AdamW run -> WLMD sample -> noise injection -> comparisons.
+
+"The grokked illusion" (SCIENCE.md, study B): two models with perfect test accuracy on
+``x + y mod p`` and the same weight norm, one trained with AdamW on the sphere, one sampled at
+equilibrium by Wang-Landau molecular dynamics, differ in how much of the task they keep when
+forced to memorise noise on new tokens. Each step below writes ordinary run folders, so every
+registered analysis (`rank`, `drift`, ...) opens their checkpoints:
+
+1. `goldilocks`: AdamW with the projection onto ``||w|| = R`` after every step (`interp.training.loop`).
+2. `wlmd_sample`: WLMD on the same sphere, started from a checkpoint (our choice: from the
+   goldilocks model, so the walkers start in the target region; see docs/study_b.md), entropy
+   phase then production with S frozen, snapshots in the target window saved as checkpoints.
+3. `inject`: extend the vocabulary by k new tokens (`models.vocab`), fine-tune on original train
+   + noise until train accuracy > 99.8% (`interp.training.finetune`); the norm is kept at the extended
+   model's starting norm when the source run was norm-constrained.
+4. `forgetting_figure`, `rank_frame` / `rank_figure`, `cosine_frame`: the paper's comparisons.
+
+`analyses.studies.study_b_measure` runs all of it per seed at a configurable (CPU) scale and builds the
+result tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+import torch
+
+from analyses.drift import DriftResult
+from analyses.drift import Params as DriftParams
+from analyses.drift import compute as drift
+from analyses.subject import load_subject
+from analyses.rank import Params as RankParams
+from analyses.rank import compute as rank
+from interp.store.checkpoint import checkpoint_name, list_checkpoints
+from interp.config import to_dict
+from interp.errors import ConfigError
+from interp.training.finetune import InjectionConfig, trainable_norm
+from interp.training.finetune import inject as finetune
+from interp.store.run_folder import read_metrics
+from interp.training.loop import TrainConfig, train
+from interp.wlmd.sampler import ModelCVs, WLMDConfig, wlmd_produce, wlmd_run
+from interp.wlmd.grid import GridSpec, Schedule
+from models import build_model, load_model, preset_config
+from models.vocab import extend_vocab
+from tasks import ModAddTask, NoiseInjectionTask
+
+
+def goldilocks(out: str | Path, *, p: int = 67, train_frac: float = 0.5, weight_norm: float = 30.0,
+               epochs: int = 15000, lr: float = 1e-3, seed: int = 0, data_seed: int = 0,
+               model_overrides: Mapping[str, Any] | None = None, progress: bool = False, **train_kwargs: Any) -> Path:
+    """Train study B's AdamW-goldilocks model (`modadd-1l`, projected onto ``||w|| = weight_norm``)."""
+    task = ModAddTask(p=p, train_frac=train_frac)
+    model = build_model(preset_config("modadd-1l", task, **dict(model_overrides or {})), seed=seed)
+    config = TrainConfig(epochs=epochs, lr=lr, weight_decay=0.0, weight_norm=weight_norm, seed=seed,
+                         data_seed=data_seed, **train_kwargs)
+    train(out, model, task, config, progress=progress)
+    return Path(out)
+
+
+def _source(path: str | Path) -> tuple[torch.nn.Module, Any, dict[str, Any]]:
+    model, ckpt = load_model(path)
+    return model, ckpt, ckpt.config
+
+
+Y_TOP = 10.2  # upper edge of the y grid: y = 10 * mean sigmoid(...) <= 10
+
+
+@dataclass(frozen=True)
+class Region:
+    """Where WLMD walks (its grid) and which snapshots it keeps (its window), relative to the
+    start model's collective variables ``(x0, y0)`` (``x = ln train loss``, ``y`` = smooth
+    held-out accuracy).
+
+    The defaults are the study's wide grid. A narrow one (e.g. ``Region(0.75, 0.25, 9.5,
+    (4, 7))``) confines the walk to the functional region around the start: that is the
+    CPU-scale protocol of docs/study_b.md.
+
+    Attributes:
+        x_below: The grid starts at ``x0 - x_below`` ...
+        x_above: ... and ends at ``x0 + x_above``.
+        y_low: Lower edge of the y grid (lowered to ``y0 - 0.05`` if the start lies below it);
+            the upper edge is `Y_TOP`.
+        bins: Bins along x and y.
+        window_x: A snapshot is kept if ``|x - x0| <= window_x`` ...
+        window_y: ... and ``y >= min(y0, window_y)`` ("train loss equal to the start's,
+            accuracy 100%").
+    """
+
+    x_below: float = 8.0
+    x_above: float = 4.0
+    y_low: float = 0.0
+    bins: tuple[int, int] = (24, 34)
+    window_x: float = 0.25
+    window_y: float = 9.9
+
+    def __post_init__(self) -> None:
+        if not (self.x_below > 0 and self.x_above > 0):
+            raise ConfigError(f"the grid must hold the start: x_below={self.x_below!r} and x_above={self.x_above!r} "
+                              "must both be > 0")
+        if len(self.bins) != 2 or not all(isinstance(n, int) and n >= 1 for n in self.bins):
+            raise ConfigError(f"bins={self.bins!r} must be two positive integers (bins along x and y)")
+        if not (0 <= self.window_x and self.y_low < Y_TOP):
+            raise ConfigError(f"window_x={self.window_x!r} must be >= 0 and y_low={self.y_low!r} below {Y_TOP}")
+
+    def grid(self, x0: float, y0: float) -> GridSpec:
+        """The entropy grid around a start at ``(x0, y0)``."""
+        return GridSpec((x0 - self.x_below, x0 + self.x_above), (min(self.y_low, y0 - 0.05), Y_TOP), *self.bins)
+
+    def window(self, x0: float, y0: float) -> tuple[float, float, float, float]:
+        """The production window ``(x_lo, x_hi, y_lo, y_hi)`` around a start at ``(x0, y0)``."""
+        return x0 - self.window_x, x0 + self.window_x, min(y0, self.window_y), Y_TOP
+
+
+def source_cvs(source: str | Path, k: float = 6.0) -> tuple[float, float]:
+    """Study B's collective variables ``(ln train loss, 10 mean sigmoid(k margin) on test)`` of a
+    modular-addition run or checkpoint."""
+    model, _, config = _source(source)
+    cvs = _model_cvs(model, config, k)[0]
+    with torch.no_grad():
+        x, y = cvs(cvs.flatten()).tolist()
+    return x, y
+
+
+def _model_cvs(model: torch.nn.Module, config: dict[str, Any], k: float) -> tuple[ModelCVs, ModAddTask, dict[str, Any]]:
+    if config["task"].get("name") != "modadd":
+        raise ConfigError(f"study B's WLMD needs a modular-addition run, not task {config['task'].get('name')!r}")
+    task = ModAddTask(**{k_: v for k_, v in config["task"].items() if k_ != "name"})
+    splits = task.splits(config["train"]["data_seed"])
+    return ModelCVs(model, splits["train"], splits["test"], k=k), task, splits
+
+
+def wlmd_sample(
+    out: str | Path, source: str | Path, *, steps: int = 20000, production_steps: int = 5000, n_walkers: int = 2,
+    region: Region = Region(), grid: GridSpec | None = None, schedule: Schedule | None = None,
+    window: tuple[float, float, float, float] | None = None,
+    k: float = 6.0, dt: float = 0.01, gamma: float = 0.1, kT: float = 1.0, share_every: int = 100,
+    every: int = 50, max_samples: int = 10, seed: int = 0, checkpoint_every: int = 1000,
+) -> tuple[Path, list[Path]]:
+    """WLMD from the model of `source` on its sphere: entropy phase into ``out/entropy``,
+    production into ``out/samples`` (one checkpoint per snapshot in the window).
+
+    The grid and window are `region`'s around the source's ``(x0, y0)`` (default: the study's
+    wide grid, see `Region`), unless `grid` / `window` give absolute ones. The radius is the
+    source run's `weight_norm` (or its current norm).
+    """
+    model, ckpt, config = _source(source)
+    cvs, task, splits = _model_cvs(model, config, k)
+    data_seed = config["train"]["data_seed"]
+    theta = cvs.flatten()
+    radius = config["train"].get("weight_norm") or float(theta.norm())
+    x0, y0 = cvs(theta).tolist()
+    grid = grid or region.grid(x0, y0)
+    window = window or region.window(x0, y0)
+    wcfg = WLMDConfig(grid=grid, schedule=schedule or Schedule(), sigma=(1.0, 1.0), dt=dt, gamma=gamma, kT=kT,
+                      radius=radius, share_every=share_every, seed=seed)
+    run_config = {"model": {"kind": model.cfg.kind, **to_dict(model.cfg)}, "task": task.to_dict(),
+                  "train": {"data_seed": data_seed, "loss": "cross_entropy", "weight_norm": radius},
+                  "source": str(ckpt.path)}
+    meta = {"fingerprints": {name: s.digest() for name, s in splits.items()}}
+    out = Path(out)
+    sampler = wlmd_run(out / "entropy", run_config, cvs, theta.expand(n_walkers, -1).clone(), wcfg, steps,
+                       checkpoint_every=checkpoint_every, meta=meta)
+    samples = wlmd_produce(out / "samples", run_config, cvs, sampler, production_steps, window, every=every,
+                           max_samples=max_samples, meta=meta)
+    return out, samples
+
+
+def inject(out: str | Path, source: str | Path, noise: str = "random", *, k: int = 37, new_classes: bool = False,
+           config: InjectionConfig | None = None, keep_norm: bool = True, seed: int = 0, progress: bool = False) -> dict[str, Any]:
+    """Extend the vocabulary of `source`'s model by `k` tokens and fine-tune on train + `noise`.
+
+    Returns `interp.training.finetune.inject`'s summary (``reached``, ``steps``, ``final``, ...).
+    """
+    model, ckpt, src = _source(source)
+    if src["task"].get("name") != "modadd":
+        raise ConfigError(f"inject needs a modular-addition run, not task {src['task'].get('name')!r}")
+    task = NoiseInjectionTask(p=src["task"]["p"], train_frac=src["task"]["train_frac"], k=k, noise=noise,
+                              new_classes=new_classes)
+    extended = extend_vocab(model, k, k if new_classes else 0, seed=seed).train()
+    norm = trainable_norm(extended)
+    constrained = keep_norm and src["train"].get("weight_norm") is not None
+    base = config or InjectionConfig()
+    cfg = InjectionConfig(**{**to_dict(base), "betas": tuple(base.betas), "data_seed": src["train"]["data_seed"],
+                             "weight_norm": norm if constrained else base.weight_norm})
+    extra = {"source": str(ckpt.path), "noise": noise, "k": k, "seed": seed, "norm_source": trainable_norm(model),
+             "norm_extended": norm}
+    return finetune(out, extended, task, cfg, extra=extra, progress=progress)
+
+
+def forgetting_figure(runs: Mapping[str, str | Path]) -> go.Figure:
+    """Original-task test accuracy (solid) and noise accuracy (dotted) vs fine-tuning step."""
+    fig = go.Figure()
+    for label, run in runs.items():
+        records = read_metrics(run)
+        steps = [r["step"] for r in records]
+        fig.add_scatter(x=steps, y=[r["test/acc"] for r in records], name=f"{label}: original test acc", mode="lines")
+        fig.add_scatter(x=steps, y=[r.get("train/noise/acc") for r in records], name=f"{label}: noise acc",
+                        mode="lines", line={"dash": "dot"})
+    fig.update_layout(title="Noise injection: original-task test accuracy (split 'test') and noise memorisation",
+                      xaxis_title="fine-tuning step", yaxis_title="accuracy", yaxis_range=[0, 1.02])
+    return fig
+
+
+def rank_frame(models: Mapping[str, str | Path]) -> pd.DataFrame:
+    """Whole-layer effective ranks (head -1 rows) of each labelled checkpoint, one column each."""
+    columns = {}
+    for label, path in models.items():
+        frame = rank(load_subject(path), RankParams(per_head=False)).to_frame()
+        columns[label] = frame.set_index(["matrix", "layer"])["effective_rank"]
+    return pd.DataFrame(columns).reset_index()
+
+
+def rank_figure(models: Mapping[str, str | Path]) -> go.Figure:
+    """Grouped bars of `rank_frame` (e.g. AdamW / WLMD, before / after injection)."""
+    frame = rank_frame(models)
+    fig = go.Figure()
+    for label in models:
+        fig.add_bar(x=[f"{m} L{layer}" if layer >= 0 else m for m, layer in zip(frame["matrix"], frame["layer"])],
+                    y=frame[label], name=label)
+    fig.update_layout(barmode="group", title="Effective rank (Roy-Vetterli), whole-layer matrices",
+                      xaxis_title="matrix, layer", yaxis_title="effective rank")
+    return fig
+
+
+def cosine_frame(pairs: Mapping[str, tuple[str | Path, str | Path]]) -> pd.DataFrame:
+    """Total cosine and distance between `before` and `after` checkpoints, one row per label."""
+    rows = []
+    for label, (before, after) in pairs.items():
+        result: DriftResult = drift(load_subject(after), DriftParams(reference=str(before)))
+        rows.append({"model": label, "cosine": result.total, "distance": result.distance,
+                     "norm_before": result.reference_norm, "norm_after": result.norm})
+    return pd.DataFrame(rows)
+
+
+def first_checkpoint(run: str | Path) -> Path:
+    """The first checkpoint folder of a run (e.g. an injection run's step 0)."""
+    return Path(run) / "checkpoints" / checkpoint_name(list_checkpoints(run)[0])
+

@@ -1,0 +1,75 @@
+"""The subject of an analysis: a model, its task and splits, and where it came from.
+
+Analyses take a `Subject` rather than a bare model so that every split a run was trained and
+evaluated on (`train`, `val`, `adv`, ...) and its group masks are at hand, and so a result can
+say which checkpoint it measured. Build one from a run or checkpoint folder with
+`load_subject`, or directly from objects in a notebook.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from dataclasses import dataclass
+
+from torch import nn
+
+from models import load_model
+from tasks import task_from_dict
+
+from interp.splits import Split, Task
+from interp.errors import CheckpointError, ConfigError, did_you_mean
+from interp.splits import split_digests
+
+
+@dataclass(frozen=True)
+class Subject:
+    """A model to dissect, with its data.
+
+    Attributes:
+        model: A hooked model (`run_with_hooks`, `run_with_cache`, `hooks()`, `readout`).
+        task: The task it was trained on.
+        splits: The task's splits for the run's data seed.
+        step: The training step of the checkpoint, if it came from one.
+        source: The checkpoint folder, if it came from one.
+        loss: The loss the model was trained with (``"cross_entropy"`` or ``"mse"``).
+    """
+
+    model: nn.Module
+    task: Task
+    splits: Mapping[str, Split]
+    step: int | None = None
+    source: str | None = None
+    loss: str = "cross_entropy"
+
+    def split(self, name: str) -> Split:
+        """Return the split `name`, or raise a ConfigError listing the valid names."""
+        if name not in self.splits:
+            raise ConfigError(f"split {name!r} is not a split of this run", did_you_mean(name, self.splits))
+        return self.splits[name]
+
+
+def load_subject(path: str | Path) -> Subject:
+    """Load the model of a checkpoint folder (or a run folder's latest) with its task's splits.
+
+    The splits are rebuilt from the run's task config and data seed, then checked against the
+    fingerprints stored in the checkpoint, so an analysis never runs on data that differs
+    from what the model was trained on.
+
+    Raises:
+        CheckpointError: If the checkpoint is missing or damaged, or the data does not match.
+    """
+    model, ckpt = load_model(path)
+    where = str(ckpt.run_dir / "config.json")
+    task = task_from_dict(ckpt.config["task"], where=where)
+    splits = task.splits(ckpt.config["train"]["data_seed"])
+    stored = ckpt.meta.get("fingerprints")
+    if stored is not None and stored != split_digests(splits):
+        raise CheckpointError(
+            f"the data rebuilt for {ckpt.path} differs from what it was trained on",
+            "the task code changed since the run; analyse it with the interp version in its config.json",
+        )
+    return Subject(
+        model=model, task=task, splits=splits, step=ckpt.step, source=str(ckpt.path),
+        loss=ckpt.config["train"].get("loss", "cross_entropy"),
+    )

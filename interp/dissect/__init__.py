@@ -1,0 +1,1 @@
+"""Dissection primitives on one model: interventions, patching, ablation, head and gradient measures."""

@@ -1,0 +1,91 @@
+"""The bytes of a checkpoint's files: what may be stored, and reading it back without running code.
+
+* Weights: safetensors (tensors only, by construction), with the state dict's key order kept in
+  the header metadata so a loaded state dict iterates as it was saved.
+* Training state (optimizer, RNG states): a torch file that must load with
+  ``torch.load(weights_only=True)``. Saving checks that now, so a run never writes a state it could
+  not resume; loading never unpickles anything else (a forged file is refused, not executed).
+
+`interp.store.checkpoint` owns the folders, manifests and checksums around these bytes.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import safetensors.torch
+import torch
+from safetensors import SafetensorError
+from torch import Tensor
+
+from interp.errors import CheckpointError
+
+_ORDER_KEY = "interp_key_order"
+
+
+def model_bytes(state_dict: Mapping[str, Tensor]) -> bytes:
+    tensors = {}
+    for key, value in state_dict.items():
+        if not isinstance(key, str) or not isinstance(value, Tensor):
+            got = f"{key!r}: {type(value).__name__}"
+            raise TypeError(f"a state dict maps names to tensors, got {got}")
+        # Private contiguous copies: safetensors refuses tensors that share memory (tied weights).
+        tensors[key] = value.detach().cpu().clone(memory_format=torch.contiguous_format)
+    # safetensors sorts its header; the order is kept so a loaded state dict iterates as saved.
+    metadata = {"format": "pt", _ORDER_KEY: json.dumps(list(tensors))}
+    return safetensors.torch.save(tensors, metadata=metadata)
+
+
+def model_from_bytes(path: Path, data: bytes) -> dict[str, Tensor]:
+    try:
+        tensors = safetensors.torch.load(data)
+        header_size = int.from_bytes(data[:8], "little")
+        metadata = json.loads(data[8 : 8 + header_size]).get("__metadata__") or {}
+    except (SafetensorError, ValueError) as e:
+        raise CheckpointError(f"{path} is not a readable safetensors file ({e})") from None
+    try:
+        order = json.loads(metadata.get(_ORDER_KEY, "null"))
+    except ValueError:
+        order = None  # a file from elsewhere: any order will do
+    if isinstance(order, list) and sorted(order) == sorted(tensors):
+        return {key: tensors[key] for key in order}
+    return tensors
+
+
+def train_state_bytes(train_state: dict[str, Any]) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(train_state, buffer)
+    data = buffer.getvalue()
+    # Refuse now what the loader would refuse later: a run must never save an unresumable state.
+    try:
+        torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
+    except pickle.UnpicklingError as e:
+        reason = re.search(r"Unsupported global: [^\n]*", str(e))
+        raise TypeError(
+            "train_state holds a value that torch.load(weights_only=True) refuses "
+            f"({reason.group(0) if reason else 'not a tensor or plain Python value'}); "
+            "convert it to tensors or plain Python values"
+        ) from None
+    return data
+
+
+def train_state_from_bytes(path: Path, data: bytes) -> dict[str, Any]:
+    try:
+        state = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
+    except pickle.UnpicklingError:
+        raise CheckpointError(
+            f"{path} contains objects that are not allowed in a checkpoint (only tensors and "
+            "plain Python values are); it was not executed",
+            "do not load checkpoints from untrusted sources",
+        ) from None
+    except Exception as e:  # any other parse failure of verified bytes: a forged or foreign file
+        raise CheckpointError(f"{path} cannot be read ({type(e).__name__}: {e})") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{path} holds a {type(state).__name__}, expected a dict")
+    return state

@@ -1,0 +1,303 @@
+"""A run folder: the config, metrics log, lock and completion marker of one training run.
+
+```
+runs/<name>/config.json     model + task + train config, format_version, versions, git sha
+runs/<name>/metrics.jsonl   one JSON object per evaluation (step + metrics)
+runs/<name>/checkpoints/    see `interp.store.checkpoint`
+runs/<name>/DONE            written last (JSON summary)
+runs/<name>/.lock           flock held by the process writing the run
+```
+
+A run folder is idempotent: re-running the same config resumes it, a different config is an
+error (it would mix two experiments in one folder). Every JSON file carries a
+`format_version`; a file from a newer `interp` is refused rather than misread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import importlib.metadata
+import json
+import os
+import platform
+import subprocess
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from interp.store.atomic import append_jsonl, atomic_write_json, atomic_write_text
+from interp.errors import CheckpointError, ConfigError, FormatVersionError
+
+FORMAT_VERSION = 1
+CONFIG_FILE = "config.json"
+METRICS_FILE = "metrics.jsonl"
+CHECKPOINTS_DIR = "checkpoints"
+DONE_FILE = "DONE"
+LOCK_FILE = ".lock"
+# Keys that create_run adds; everything else in config.json is the user's config.
+RESERVED_KEYS = ("format_version", "versions", "git_sha")
+
+
+def read_json(path: Path, *, what: str) -> dict[str, Any]:
+    """Read a JSON object from `path`, checking its `format_version`.
+
+    Args:
+        path: The file.
+        what: What the file should be, for the error message (e.g. "a run config").
+
+    Raises:
+        CheckpointError: If the file is missing, not valid JSON, or not a JSON object.
+        FormatVersionError: If it was written by a newer `interp`.
+    """
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"missing {path} (expected {what})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{path} is not valid JSON ({e}); the file is damaged") from None
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path} holds a JSON {type(data).__name__}, expected an object")
+    check_format_version(data, path)
+    return data
+
+
+def check_format_version(data: Mapping[str, Any], path: Path) -> None:
+    """Refuse a file whose `format_version` this `interp` cannot read.
+
+    Raises:
+        FormatVersionError: If the version is newer than `FORMAT_VERSION`.
+        CheckpointError: If it is missing or not a positive integer.
+    """
+    version = data.get("format_version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise CheckpointError(f"{path} has no valid format_version (found {version!r})")
+    if version > FORMAT_VERSION:
+        from interp import __version__
+
+        raise FormatVersionError(
+            f"{path} has format_version {version}, but interp {__version__} reads "
+            f"format_version {FORMAT_VERSION} at most",
+            "upgrade interp to read it",
+        )
+
+
+def software_versions() -> dict[str, str | None]:
+    """The versions that a run's results depend on, for config.json."""
+    import torch  # here, so that the rest of this module stays torch-free
+
+    from interp import __version__
+
+    try:
+        # Read from the installed metadata: importing transformer_lens takes seconds.
+        tl_version: str | None = importlib.metadata.version("transformer-lens")
+    except importlib.metadata.PackageNotFoundError:
+        tl_version = None
+    return {
+        "interp": __version__,
+        "torch": torch.__version__,
+        "transformer_lens": tl_version,
+        "python": platform.python_version(),
+    }
+
+
+def git_sha() -> str | None:
+    """The commit of the `interp` source checkout, or None if it cannot be told (best effort)."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    sha = out.stdout.strip()
+    return sha if len(sha) == 40 else None
+
+
+def create_run(run_dir: str | os.PathLike[str], config: Mapping[str, Any]) -> Path:
+    """Create a run folder with its config.json, or accept an existing one with the same config.
+
+    Args:
+        run_dir: The run folder (created with its parents if missing).
+        config: JSON-ready run config, e.g. ``{"model": {...}, "task": {...}, "train": {...}}``.
+            Reserved keys (format_version, versions, git_sha) in it are ignored, so a config
+            read back with `read_config` can be passed again.
+
+    Returns:
+        The run folder.
+
+    Raises:
+        ConfigError: If the folder already holds a run with a different config.
+        TypeError: If `config` is not JSON-serialisable.
+    """
+    run_dir = Path(run_dir)
+    user = _user_config(config)
+    path = run_dir / CONFIG_FILE
+    if path.exists():
+        existing = _user_config(read_config(run_dir))
+        difference = _first_difference(existing, user)
+        if difference is not None:
+            key, old, new = difference
+            raise ConfigError(
+                f"{path} holds a different run: {key} is {old!r} there but {new!r} now",
+                "choose a new --out folder, or delete the old run",
+            )
+        return run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    full = {"format_version": FORMAT_VERSION, **user}
+    full["versions"] = software_versions()
+    full["git_sha"] = git_sha()
+    atomic_write_json(path, full)
+    return run_dir
+
+
+def read_config(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a run's config.json (with format_version, versions and git_sha).
+
+    Raises:
+        CheckpointError: If it is missing or damaged.
+        FormatVersionError: If a newer `interp` wrote it.
+    """
+    return read_json(Path(run_dir) / CONFIG_FILE, what="a run config written by create_run")
+
+
+def _user_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    # A JSON round trip makes tuples lists, as they will be once read back from disk.
+    plain = json.loads(json.dumps(dict(config)))
+    return {k: v for k, v in plain.items() if k not in RESERVED_KEYS}
+
+
+def _first_difference(old: Any, new: Any, key: str = "") -> tuple[str, Any, Any] | None:
+    """The dotted key, old and new value of the first place where two JSON values differ."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for k in list(old) + [k for k in new if k not in old]:
+            sub = f"{key}.{k}" if key else k
+            if k not in old or k not in new:
+                return sub, old.get(k, "<missing>"), new.get(k, "<missing>")
+            found = _first_difference(old[k], new[k], sub)
+            if found is not None:
+                return found
+        return None
+    # True == 1 in Python, but a flag is not a count; 1 == 1.0 is fine (JSON writers differ).
+    if old != new or isinstance(old, bool) != isinstance(new, bool):
+        return key or "<config>", old, new
+    return None
+
+
+def append_metrics(run_dir: str | os.PathLike[str], record: Mapping[str, Any]) -> None:
+    """Append one evaluation (``{"step": int, ...metrics}``) to metrics.jsonl, durably.
+
+    Raises:
+        ValueError: If `record` has no integer "step".
+    """
+    step = record.get("step")
+    if isinstance(step, bool) or not isinstance(step, int):
+        raise ValueError(f"a metrics record needs an integer 'step', got {step!r}")
+    append_jsonl(Path(run_dir) / METRICS_FILE, dict(record))
+
+
+def read_metrics(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Read all complete records of metrics.jsonl (none if the file does not exist yet).
+
+    A last line without its newline was cut short by a killed writer and is skipped.
+
+    Raises:
+        CheckpointError: If a complete line is not a JSON object (the file is damaged).
+    """
+    path = Path(run_dir) / METRICS_FILE
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    lines = data.split(b"\n")[:-1]  # the element after the last newline is partial or empty
+    records = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            record = json.loads(line)
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            message = f"{path} line {number} is not valid JSON ({e}); the file is damaged"
+            raise CheckpointError(message) from None
+        if not isinstance(record, dict):
+            raise CheckpointError(f"{path} line {number} is not a JSON object; the file is damaged")
+        records.append(record)
+    return records
+
+
+def truncate_metrics(run_dir: str | os.PathLike[str], step: int) -> None:
+    """Keep only the records with ``record["step"] <= step`` (atomically).
+
+    Called when resuming from the checkpoint of `step`, so that the evaluations the killed
+    run logged after it are not logged twice and metrics.jsonl ends up identical to that of an
+    uninterrupted run.
+    """
+    path = Path(run_dir) / METRICS_FILE
+    if not path.exists():
+        return
+    kept = [r for r in read_metrics(run_dir) if r.get("step", step + 1) <= step]
+    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept))
+
+
+def mark_done(run_dir: str | os.PathLike[str], summary: Mapping[str, Any]) -> None:
+    """Write DONE with a JSON summary; call it last, after the final checkpoint.
+
+    Raises:
+        ValueError: If `summary` has a "format_version" key (it is reserved).
+    """
+    if "format_version" in summary:
+        raise ValueError("'format_version' is reserved in a DONE summary")
+    atomic_write_json(Path(run_dir) / DONE_FILE, {"format_version": FORMAT_VERSION, **summary})
+
+
+def is_done(run_dir: str | os.PathLike[str]) -> bool:
+    """Whether the run finished (DONE is written atomically, so its presence is enough)."""
+    return (Path(run_dir) / DONE_FILE).is_file()
+
+
+def read_done(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """The summary given to `mark_done`.
+
+    Raises:
+        CheckpointError: If the run has not finished or DONE is damaged.
+    """
+    data = read_json(Path(run_dir) / DONE_FILE, what="a DONE file: has the run finished?")
+    return {k: v for k, v in data.items() if k != "format_version"}
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: str | os.PathLike[str]) -> Iterator[Path]:
+    """Hold an exclusive lock on a run folder while writing it (created if missing).
+
+    The lock is an `fcntl.flock` on ``run_dir/.lock``; the OS drops it when the holder dies,
+    so a killed run never leaves a stale lock.
+
+    Yields:
+        The run folder.
+
+    Raises:
+        CheckpointError: If another process holds the lock.
+    """
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            raise CheckpointError(
+                f"run folder {run_dir} is being written by another process (pid {holder})",
+                "wait for it to finish, or choose another --out folder",
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        try:
+            yield run_dir
+        finally:
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

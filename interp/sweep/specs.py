@@ -1,0 +1,126 @@
+"""Sweeps: a list of run specs, trained idempotently into one folder.
+
+A `RunSpec` is everything needed to (re)start one run: its folder and its model, task and
+training configs as plain dicts (picklable, JSON-able, so it travels to worker processes and
+cluster jobs). A sweep folder holds `sweep.json` (the specs, written once) and one run folder
+per spec. Running a sweep again skips finished runs (`DONE`) and resumes interrupted ones from
+their `LATEST` checkpoint, so a sweep killed at any point finishes by being run again.
+
+Per-run seeds derive from the sweep seed (`derive_seed`): the model seed from the sweep seed,
+the seed index and the model config (so, as study C requires, every noise level of one seed
+starts from the same initialisation), the data seed from the sweep seed and the seed index
+(so every configuration of one seed index sees the same data).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from interp.store.atomic import atomic_write_json
+from interp.errors import ConfigError
+from interp.sweep.executors import Executor, Outcome
+from interp.store.run_folder import FORMAT_VERSION, is_done, read_done, read_json
+
+SWEEP_FILE = "sweep.json"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run to train: its folder and its three configs (JSON dicts).
+
+    Attributes:
+        out: The run folder.
+        model: Model config dict (with ``kind``).
+        task: Task config dict (with ``name``).
+        train: Training config dict (`interp.training.loop.TrainConfig` fields).
+        tags: The run's coordinates in its sweep (e.g. ``{"preset": ..., "r": 0.9, "seed": 3}``).
+    """
+
+    out: Path
+    model: dict[str, Any]
+    task: dict[str, Any]
+    train: dict[str, Any]
+    tags: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"out": str(self.out), "model": self.model, "task": self.task, "train": self.train, "tags": self.tags}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunSpec:
+        return cls(Path(data["out"]), data["model"], data["task"], data["train"], data.get("tags", {}))
+
+
+def derive_seed(sweep_seed: int, *parts: Any) -> int:
+    """A 31-bit seed determined by the sweep seed and `parts` (JSON-able), stable across runs."""
+    text = json.dumps([sweep_seed, *parts], sort_keys=True, default=str)
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big") >> 1
+
+
+def seed_folder(out: str | Path, seed: int) -> Path:
+    """The folder of seed `seed` under `out` (``out/seed_3``): one name for every multi-seed layout."""
+    return Path(out) / f"seed_{seed}"
+
+
+def seed_folders(out: str | Path) -> dict[int, Path]:
+    """The seed folders under `out` (those `seed_folder` names), by seed in increasing order."""
+    found = {int(f.name[5:]): f for f in Path(out).glob("seed_*") if f.is_dir() and f.name[5:].isdigit()}
+    return dict(sorted(found.items()))
+
+
+def write_sweep(sweep_dir: str | Path, specs: Sequence[RunSpec], meta: dict[str, Any]) -> Path:
+    """Create `sweep_dir/sweep.json`, or check that an existing one lists the same runs.
+
+    Raises:
+        ConfigError: If the folder already holds a different sweep.
+    """
+    sweep_dir = Path(sweep_dir)
+    content = {"format_version": FORMAT_VERSION, "meta": meta, "runs": [_relative(s, sweep_dir) for s in specs]}
+    path = sweep_dir / SWEEP_FILE
+    if path.exists():
+        existing = read_json(path, what="sweep file")
+        if existing.get("runs") != json.loads(json.dumps(content["runs"])):
+            raise ConfigError(f"{sweep_dir} already holds a different sweep", "choose a new --out folder")
+        return path
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, content)
+    return path
+
+
+def _relative(spec: RunSpec, sweep_dir: Path) -> dict[str, Any]:
+    data = spec.to_dict()
+    data["out"] = str(Path(spec.out).relative_to(sweep_dir))
+    return data
+
+
+def read_sweep(sweep_dir: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
+    """Return the run specs (with absolute folders) and metadata of a sweep folder."""
+    sweep_dir = Path(sweep_dir)
+    data = read_json(sweep_dir / SWEEP_FILE, what="sweep file")
+    specs = [RunSpec.from_dict({**run, "out": str(sweep_dir / run["out"])}) for run in data["runs"]]
+    return specs, data.get("meta", {})
+
+
+def run_sweep(
+    specs: Sequence[RunSpec], worker: Callable[[RunSpec], Any], executor: Executor, *, progress: bool = True
+) -> Iterator[Outcome[RunSpec]]:
+    """Train every unfinished run with `executor`, yielding an outcome per run.
+
+    Finished runs are not retrained: their outcome carries the summary from `DONE`. A run
+    that fails is reported in its outcome and does not stop the others.
+    """
+    done = [s for s in specs if is_done(s.out)]
+    pending = [s for s in specs if not is_done(s.out)]
+    bar = tqdm(total=len(specs), initial=len(done), disable=not progress, unit="run")
+    with bar:
+        for spec in done:
+            yield Outcome(spec, read_done(spec.out))
+        for outcome in executor.map(worker, pending):
+            bar.update(1)
+            yield outcome

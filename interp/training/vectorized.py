@@ -1,0 +1,238 @@
+"""Vectorised multi-seed training: seeds of one shape trained as one stacked model (`torch.func`).
+
+`train_vectorized(run_dirs, models, task, configs)` produces the same runs as calling
+`interp.training.loop.train` once per seed - the same run folders, metrics, checkpoints, milestones
+and `DONE` - but takes every seed's step at once:
+
+* the seeds' parameters are stacked along a new leading dimension ``[seeds, *shape]``;
+* ``vmap(grad(loss))`` over the stacked parameters computes every seed's gradient in one
+  batched forward and backward pass (`torch.func.functional_call` runs the model's own
+  training forward, e.g. `models.fast_forward.fast_readout`, with each seed's weights);
+* one AdamW updates the stacked tensors. AdamW is elementwise and its step count is shared, so
+  this is exactly each seed's own AdamW; the norm projection is done per seed.
+
+On a GPU this turns many small kernels into a few large ones, which is where it pays; on a CPU
+separate processes (`interp train --seeds`) are usually faster (`benchmarks/train_step.py
+--seeds N` measures both).
+
+Numerics: the batched matmuls sum in another order than the per-seed ones, so a vectorised seed
+equals its separately trained run up to float rounding (tested), not bit for bit. Everything
+else of the engine holds: evaluation and checkpoints on the same schedule (the stacked state is
+copied into each seed's model and optimizer first), SIGINT / SIGTERM save every seed, and a
+vectorised group resumed vectorised is bit-identical to an uninterrupted one (CPU). Each seed's
+folder is an ordinary run that `train` can also resume alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.func import functional_call, grad, vmap
+from tqdm import tqdm
+
+from interp.store.checkpoint import list_checkpoints
+from interp.config import to_dict
+from interp.splits import Task
+from interp.errors import ConfigError, TrainingInterrupted
+from interp.metrics import per_example_loss
+from interp.store.run_folder import create_run, is_done, mark_done, read_done, run_lock
+from interp.training.loop import TrainConfig, _Loop, _show, _stop_on_signals, _StopFlag, run_config
+
+
+def train_vectorized(
+    run_dirs: Sequence[str | Path], models: Sequence[nn.Module], task: Task, configs: Sequence[TrainConfig], *,
+    device: str = "cpu", progress: bool = True,
+) -> list[dict[str, Any]]:
+    """Train several seeds of one model shape on `task` as one vectorised model.
+
+    Args:
+        run_dirs: One run folder per seed (created if needed; resumed if they hold checkpoints).
+        models: One hooked model per seed, all with the same config, each built with its
+            config's seed; trained in place.
+        task: The task, shared by every seed.
+        configs: One `TrainConfig` per seed, equal in every field but `seed`.
+        device: Where to train; checkpoints are stored on the CPU.
+        progress: Show one progress bar with the seeds' mean accuracies.
+
+    Returns:
+        Each run's summary (as written to its `DONE`), in the order of `run_dirs`. Finished runs
+        are not retrained.
+
+    Raises:
+        ConfigError: If the seeds differ in anything but the seed, or a folder holds another run.
+        CheckpointError: If a run's checkpoints are damaged or its data changed.
+        TrainingInterrupted: On SIGINT / SIGTERM, after saving every seed's checkpoint.
+    """
+    _check_group(models, configs, len(run_dirs))
+    dirs = [create_run(d, run_config(m, task, c)) for d, m, c in zip(run_dirs, models, configs)]
+    with contextlib.ExitStack() as locks:
+        for d in dirs:
+            locks.enter_context(run_lock(d))
+        todo = [i for i, d in enumerate(dirs) if not is_done(d)]
+        if todo:
+            start = _common_step([dirs[i] for i in todo])
+            loops = [_Loop(dirs[i], models[i].to(device), task, configs[i], device, start=start) for i in todo]
+            with _stop_on_signals() as stop:
+                _Stacked(loops).run(stop, progress)
+            for loop in loops:
+                mark_done(loop.run_dir, loop.summary())
+        return [read_done(d) for d in dirs]
+
+
+def _check_group(models: Sequence[nn.Module], configs: Sequence[TrainConfig], n_runs: int) -> None:
+    if not (n_runs == len(models) == len(configs)) or n_runs == 0:
+        raise ConfigError(f"got {n_runs} run folders, {len(models)} models and {len(configs)} configs",
+                          "give one of each per seed, at least one")
+    first = {k: v for k, v in to_dict(configs[0]).items() if k != "seed"}
+    for config in configs[1:]:
+        other = {k: v for k, v in to_dict(config).items() if k != "seed"}
+        for key in first:
+            if first[key] != other[key]:
+                raise ConfigError(f"vectorised seeds must share every training setting but the seed; "
+                                  f"{key} is {first[key]!r} and {other[key]!r}", "train them as separate groups")
+    shapes = [[(n, tuple(p.shape)) for n, p in m.named_parameters()] for m in models]
+    for model, shape in zip(models[1:], shapes[1:]):
+        if model.cfg != models[0].cfg or shape != shapes[0]:
+            raise ConfigError("vectorised seeds must share one model config (one shape)",
+                              "train differently shaped models as separate groups")
+
+
+def _common_step(run_dirs: Sequence[Path]) -> int:
+    """The latest step every run has a checkpoint of (-1: start afresh).
+
+    Seeds are saved one after another, so a kill can leave some one checkpoint ahead; they
+    all restart from the last step they share (the schedule is the same for every seed).
+    """
+    shared = set.intersection(*(set(list_checkpoints(d)) for d in run_dirs))
+    return max(shared, default=-1)
+
+
+class _Readout(nn.Module):
+    """`model`'s training forward (`fast_readout` if it has one) as a module `functional_call` can run."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        readout = getattr(self.model, "fast_readout", None) or self.model.readout
+        return readout(tokens)
+
+
+class _Stacked:
+    """The seeds' parameters and AdamW state stacked along dim 0, stepped as one.
+
+    `loops` are the seeds' ordinary training loops (`interp.training.loop._Loop`), already resumed
+    at one common step: they keep the run folders, schedules, evaluation and checkpointing; this
+    class replaces only their epoch, and copies the stacked state back into them (`_sync`)
+    whenever they evaluate or save.
+    """
+
+    def __init__(self, loops: list[_Loop]) -> None:
+        self.loops = loops
+        self.config: TrainConfig = loops[0].config
+        self.device = loops[0].device
+        self.step = loops[0].step
+        self.module = _Readout(loops[0].model)  # the stateless template that functional_call fills in
+        own = [dict(loop.model.named_parameters()) for loop in loops]
+        self.params = {n: torch.stack([params[n].detach() for params in own]) for n in own[0]}
+        buffers = [dict(l.model.named_buffers()) for l in loops]
+        self.buffers = {f"model.{n}": torch.stack([b[n] for b in buffers]) for n in buffers[0]}
+        c = self.config
+        self.optimizer = torch.optim.AdamW(list(self.params.values()), lr=c.lr, betas=c.betas, weight_decay=c.weight_decay)
+        self._load_optimizer_states()
+        self._grad = vmap(grad(self._loss), in_dims=(0, 0, None, None))
+        self._grad_batched = vmap(grad(self._loss), in_dims=(0, 0, 0, 0))  # minibatches: one order per seed
+
+    def _load_optimizer_states(self) -> None:
+        """Stack the seeds' AdamW states (empty on a fresh run) into the stacked optimizer's."""
+        states = [loop.optimizer.state_dict()["state"] for loop in self.loops]
+        for i, stacked in enumerate(self.params.values()):
+            if i not in states[0]:
+                continue
+            steps = {float(s[i]["step"]) for s in states}
+            if len(steps) != 1:  # cannot happen after a common-step resume; guard the invariant
+                raise RuntimeError(f"seeds resumed at different optimizer steps {sorted(steps)}")
+            self.optimizer.state[stacked] = {
+                k: v.clone() if k == "step" else torch.stack([s[i][k] for s in states]).to(self.device)
+                for k, v in states[0][i].items()
+            }
+
+    def _loss(self, params: dict[str, Tensor], buffers: dict[str, Tensor], tokens: Tensor, labels: Tensor) -> Tensor:
+        """One seed's training loss (under `vmap`, `params` are that seed's slices)."""
+        device_type = torch.device(self.device).type
+        with torch.autocast(device_type=device_type, dtype=torch.bfloat16, enabled=self.config.bf16):
+            logits = functional_call(self.module, ({f"model.{n}": p for n, p in params.items()}, buffers), (tokens,))
+        return per_example_loss(logits.float(), labels, self.config.loss).mean()
+
+    def run(self, stop: _StopFlag, progress: bool) -> None:
+        """Train every seed to the last epoch; evaluate and save on the shared schedule."""
+        config = self.config
+        bar = tqdm(total=config.epochs, initial=max(self.step, 0), disable=not progress, unit="epoch",
+                   dynamic_ncols=True, desc=f"{len(self.loops)} seeds")
+        with bar:
+            if self.step < 0:  # fresh runs: record and save the initial states as epoch 0
+                self._advance(bar, 0)
+            while self.step < config.epochs:
+                if stop.signum is not None:
+                    self._sync()
+                    for loop in self.loops:
+                        loop._save()
+                    where = os.path.commonpath([loop.run_dir for loop in self.loops])
+                    raise TrainingInterrupted(stop.signum, self.step, f"every seed's folder under {where}")
+                self._epoch()
+                bar.update(1)
+                self._advance(bar, self.step + 1)
+        self._sync()  # the caller's models end with their trained weights
+
+    def _advance(self, bar: tqdm, step: int) -> None:
+        self.step = step
+        for loop in self.loops:
+            loop.step = step
+        if step in self.loops[0].eval_steps or step in self.loops[0].ckpt_steps:
+            self._sync()
+            _show(bar, [loop._after_step() for loop in self.loops])
+
+    def _epoch(self) -> None:
+        train = self.loops[0].splits["train"]
+        n, size = len(train), self.config.batch_size or len(train)
+        orders = None
+        if size < n:  # each seed draws its own order from its own generator, as a separate run does
+            orders = torch.stack([torch.randperm(n, generator=loop.generator) for loop in self.loops]).to(self.device)
+        for start in range(0, n, size):
+            if orders is None:
+                grads = self._grad(self.params, self.buffers, train.tokens, train.labels)
+            else:
+                index = orders[:, start : start + size]  # [seeds, batch]
+                grads = self._grad_batched(self.params, self.buffers, train.tokens[index], train.labels[index])
+            for name, stacked in self.params.items():
+                stacked.grad = grads[name]
+            self.optimizer.step()
+            if self.config.weight_norm is not None:
+                _project_each(list(self.params.values()), self.config.weight_norm)
+
+    @torch.no_grad()
+    def _sync(self) -> None:
+        """Copy each seed's slice of the stacked parameters and AdamW state into its own loop."""
+        for s, loop in enumerate(self.loops):
+            own = dict(loop.model.named_parameters())
+            for name, stacked in self.params.items():
+                own[name].copy_(stacked[s])
+                state = self.optimizer.state.get(stacked)
+                if state:
+                    loop.optimizer.state[own[name]] = {k: v.clone() if k == "step" else v[s].clone() for k, v in state.items()}
+
+
+@torch.no_grad()
+def _project_each(stacked: list[Tensor], radius: float) -> None:
+    """Rescale each seed's parameters (slice `s` of every stacked tensor) to joint norm `radius`."""
+    per_tensor = torch.stack([torch.linalg.vector_norm(p.flatten(1), dim=1) for p in stacked])  # [tensors, seeds]
+    scale = radius / torch.linalg.vector_norm(per_tensor, dim=0)  # [seeds]
+    for p in stacked:
+        p.mul_(scale.view(-1, *[1] * (p.ndim - 1)))

@@ -1,0 +1,1 @@
+"""Wang-Landau molecular dynamics on the weight sphere (study B's equilibrium models)."""

@@ -1,0 +1,335 @@
+"""Wang-Landau molecular dynamics (WLMD): sampling parameters flat in two collective variables.
+
+Study B's equilibrium models are samples of WLMD on the sphere ``||theta|| = R``. The recipe
+(SCIENCE.md, from the authors' "high-entropy advantage" work), generic over any model and task:
+
+* collective variables (`ModelCVs`): ``x = ln(train loss)``, ``y = 10 * mean sigmoid(k margin)``
+  on held-out data (margin = correct logit minus the largest other logit);
+* potential ``U(theta) = kT * S(x(theta), y(theta))`` with ``S`` the running entropy estimate
+  on a grid (`interp.wlmd.grid`), so the stationary weight is ``exp(-S)``: flat in ``(x, y)``
+  once ``S = ln g``. (``kT`` only sets the velocity scale; with ``kT = 1`` the force is exactly
+  ``-grad S``.)
+* velocity Verlet with unit mass, then an Ornstein-Uhlenbeck thermostat
+  ``v <- (1 - gamma) v + sqrt(gamma (2 - gamma) kT) xi``;
+* the sphere (``radius``): velocities and noise are projected onto the tangent space and the
+  position renormalised after every drift (RATTLE-style);
+* the wall: a drift that leaves the grid is undone and the velocity reversed (a reflecting hard
+  wall, the standard way to confine Hamiltonian dynamics; the rejected step counts as a visit
+  of the current bin, as in Monte-Carlo Wang-Landau);
+* after each step, ``ln f`` times a Gaussian kernel is added to the walker's copy of ``S``
+  around its bin; walkers average their copies every `share_every` steps. The half-kick after
+  a deposit uses the force cached before it (one gradient per step; exact once ``S`` is frozen);
+* the whole state (``S``, histograms, positions, velocities, forces, RNG, step, schedule) is a
+  dict of tensors and numbers: checkpointed through `interp.store.checkpoint`, resumed bit-identically.
+
+`wlmd_run` runs the entropy phase into a run folder; `wlmd_produce` samples with ``S`` frozen
+and saves snapshots in a target window as ordinary checkpoints any analysis can open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from interp.store.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
+from interp.config import to_dict
+from interp.splits import Split
+from interp.errors import CheckpointError
+from interp.store.run_folder import append_metrics, create_run, is_done, mark_done, run_lock, truncate_metrics
+from interp.wlmd.grid import GridSpec, OutOfGrid, Schedule, deposit, flatness, interpolate
+
+CV = Callable[[Tensor], Tensor]  # theta [P] -> (x, y) [2], differentiable
+
+
+@dataclass(frozen=True)
+class WLMDConfig:
+    """WLMD settings.
+
+    Attributes:
+        grid: The (x, y) grid of the entropy estimate.
+        schedule: The ln f schedule.
+        sigma: Gaussian kernel width per axis, in bins (0: one bin).
+        dt: Verlet time step.
+        gamma: Thermostat friction per step, in (0, 1].
+        kT: Thermostat temperature (velocity scale).
+        radius: Sphere ``||theta|| = radius``, or None for no constraint.
+        share_every: Walkers average their S every this many steps.
+        seed: Seed of initial velocities and thermostat noise.
+    """
+
+    grid: GridSpec
+    schedule: Schedule = field(default_factory=Schedule)
+    sigma: tuple[float, float] = (1.0, 1.0)
+    dt: float = 0.01
+    gamma: float = 0.1
+    kT: float = 1.0
+    radius: float | None = None
+    share_every: int = 100
+    seed: int = 0
+
+
+class Sampler:
+    """Several WLMD walkers sharing one entropy estimate.
+
+    Args:
+        cv: Maps a flat parameter vector [P] to its collective variables [2], differentiably.
+        config: The settings.
+        theta0: Initial positions [n_walkers, P] (projected onto the sphere if `radius`).
+        state: A `state_dict()` to resume from instead (then `theta0` is ignored).
+
+    Raises:
+        OutOfGrid: If a walker starts outside the grid.
+    """
+
+    def __init__(self, cv: CV, config: WLMDConfig, theta0: Tensor | None = None, *,
+                 state: Mapping[str, Any] | None = None) -> None:
+        self.cv_fn, self.config, self.spec = cv, config, config.grid
+        if state is not None:
+            self._load(state)
+            return
+        n = theta0.shape[0]
+        self.gen = torch.Generator().manual_seed(config.seed)
+        self.theta = theta0.detach().clone()
+        if config.radius is not None:
+            self.theta *= config.radius / self.theta.norm(dim=1, keepdim=True)
+        self.S = torch.zeros(n, self.spec.n_x, self.spec.n_y, dtype=torch.float64)
+        self.H = torch.zeros_like(self.S)
+        self.step, self.ln_f, self.halvings, self.walls, self.frozen = 0, config.schedule.ln_f0, 0, 0, False
+        self.cv = torch.zeros(n, 2, dtype=torch.float64)
+        self.force = torch.zeros_like(self.theta)
+        self.v = torch.zeros_like(self.theta)
+        for w in range(n):
+            cv_w, f_w = self._cv_force(self.theta[w], self.S[w])
+            if cv_w is None:
+                raise OutOfGrid(f"walker {w} starts outside the grid (widen the grid or move the start)")
+            self.cv[w], self.force[w] = cv_w, f_w
+            self.v[w] = self._tangent(torch.randn(self.theta.shape[1], generator=self.gen, dtype=self.theta.dtype)
+                                      * config.kT**0.5, self.theta[w])
+
+    @property
+    def n_walkers(self) -> int:
+        return self.theta.shape[0]
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything that determines the future, as tensors and plain numbers (weights_only-safe)."""
+        return {"theta": self.theta.clone(), "v": self.v.clone(), "force": self.force.clone(), "cv": self.cv.clone(),
+                "S": self.S.clone(), "H": self.H.clone(), "rng": self.gen.get_state(), "step": self.step,
+                "ln_f": self.ln_f, "halvings": self.halvings, "walls": self.walls, "frozen": self.frozen}
+
+    def _load(self, state: Mapping[str, Any]) -> None:
+        for key in ("theta", "v", "force", "cv", "S", "H"):
+            setattr(self, key, state[key].clone())
+        self.gen = torch.Generator()
+        self.gen.set_state(state["rng"])
+        self.step, self.ln_f, self.halvings = int(state["step"]), float(state["ln_f"]), int(state["halvings"])
+        self.walls, self.frozen = int(state["walls"]), bool(state["frozen"])
+
+    def current_ln_f(self) -> float:
+        """The ln f the next step deposits (0 when frozen or the flat schedule has finished)."""
+        sched = self.config.schedule
+        if self.frozen:
+            return 0.0
+        if sched.kind == "ramp":
+            return sched.ramp(self.step)
+        return self.ln_f if self.ln_f >= sched.ln_f_min else 0.0
+
+    def entropy(self) -> Tensor:
+        """The walker-averaged entropy estimate [n_x, n_y]."""
+        return self.S.mean(0)
+
+    def run(self, steps: int) -> None:
+        """Advance every walker by `steps` steps."""
+        for _ in range(steps):
+            self.advance()
+
+    def advance(self) -> None:
+        """One step of every walker, the S deposits, sharing and the schedule."""
+        ln_f, cfg = self.current_ln_f(), self.config
+        for w in range(self.n_walkers):
+            self._move(w)
+            if not self.frozen:
+                i, j = self.spec.index(*self.cv[w].tolist())
+                self.H[w, i, j] += 1
+                if ln_f > 0:
+                    deposit(self.S[w], self.spec, i, j, ln_f, cfg.sigma)
+        self.step += 1
+        if self.n_walkers > 1 and self.step % cfg.share_every == 0 and not self.frozen:
+            self.S[:] = self.S.mean(0, keepdim=True)
+        sched = cfg.schedule
+        if sched.kind == "flat" and not self.frozen and self.step % sched.check_every == 0:
+            if flatness(self.H.sum(0)) >= sched.flatness and self.ln_f >= sched.ln_f_min:
+                self.ln_f, self.halvings = self.ln_f / 2, self.halvings + 1
+                self.H.zero_()
+
+    def _tangent(self, v: Tensor, theta: Tensor) -> Tensor:
+        if self.config.radius is None:
+            return v
+        return v - (v @ theta) / (theta @ theta) * theta
+
+    def _cv_force(self, theta: Tensor, S: Tensor) -> tuple[Tensor | None, Tensor]:
+        """CVs (float64 [2]) and force ``-kT grad S`` at `theta`; None CVs outside the grid."""
+        with torch.enable_grad():
+            t = theta.detach().requires_grad_(True)
+            cv = self.cv_fn(t)
+            x, y = (float(c) for c in cv.detach())
+            if not self.spec.contains(x, y):
+                return None, torch.zeros_like(theta)
+            s = interpolate(S, self.spec, cv)
+            (grad,) = torch.autograd.grad(s, t, allow_unused=True) if s.requires_grad else (None,)
+        grad = torch.zeros_like(theta) if grad is None else grad
+        return cv.detach().double(), -self.config.kT * grad.detach()
+
+    def _move(self, w: int) -> None:
+        cfg = self.config
+        theta, v, force = self.theta[w], self.v[w], self.force[w]
+        v = self._tangent(v + 0.5 * cfg.dt * force, theta)
+        new = theta + cfg.dt * v
+        if cfg.radius is not None:
+            new = new * (cfg.radius / new.norm())
+        cv, new_force = self._cv_force(new, self.S[w])
+        if cv is None:  # the wall: undo the drift, reverse the velocity
+            new, v, new_force, cv = theta, -v, force, self.cv[w]
+            self.walls += 1
+        else:
+            v = self._tangent(v + 0.5 * cfg.dt * new_force, new)
+        noise = self._tangent(torch.randn(new.shape, generator=self.gen, dtype=new.dtype), new)
+        v = (1 - cfg.gamma) * v + (cfg.gamma * (2 - cfg.gamma) * cfg.kT) ** 0.5 * noise
+        self.theta[w], self.v[w], self.force[w], self.cv[w] = new, v, new_force, cv
+
+
+class ModelCVs:
+    """Study B's collective variables of a model, as a function of its flat parameter vector.
+
+    Args:
+        model: A model with `readout` (its `fast_readout` is used if present); not modified.
+        train: The split whose mean cross-entropy gives ``x = ln(loss)``.
+        heldout: The split whose margins give ``y = 10 * mean sigmoid(k * margin)``.
+        k: Sharpness of the smooth accuracy (study B: about 5-7).
+    """
+
+    def __init__(self, model: nn.Module, train: Split, heldout: Split, k: float = 6.0) -> None:
+        self.model, self.train, self.heldout, self.k = model, train, heldout, k
+        self.params = [(name, p.shape) for name, p in model.named_parameters() if p.requires_grad]
+        self._call = _Readout(model)
+
+    def flatten(self) -> Tensor:
+        """The model's current parameters as one vector [P]."""
+        return torch.cat([p.detach().flatten() for _, p in self.model.named_parameters() if p.requires_grad])
+
+    def unflatten(self, theta: Tensor) -> dict[str, Tensor]:
+        """``{name: tensor}`` views of `theta` in the model's shapes."""
+        out, start = {}, 0
+        for name, shape in self.params:
+            n = shape.numel()
+            out[name] = theta[start : start + n].view(shape)
+            start += n
+        return out
+
+    def state_dict(self, theta: Tensor) -> dict[str, Tensor]:
+        """A full state dict of the model with parameters `theta` (for `save_checkpoint`)."""
+        state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        state.update({k: v.detach().clone() for k, v in self.unflatten(theta).items()})
+        return state
+
+    def __call__(self, theta: Tensor) -> Tensor:
+        params = {f"model.{k}": v for k, v in self.unflatten(theta).items()}
+        logits = torch.func.functional_call(self._call, params, (self.train.tokens,)).float()
+        x = F.cross_entropy(logits, self.train.labels).log()
+        held = torch.func.functional_call(self._call, params, (self.heldout.tokens,)).float()
+        return torch.stack([x, 10 * torch.sigmoid(self.k * margins(held, self.heldout.labels)).mean()])
+
+
+def margins(logits: Tensor, labels: Tensor) -> Tensor:
+    """Correct logit minus the largest other logit, per example [batch]."""
+    correct = logits.gather(1, labels[:, None])[:, 0]
+    other = logits.masked_fill(F.one_hot(labels, logits.shape[1]).bool(), float("-inf")).amax(1)
+    return correct - other
+
+
+class _Readout(nn.Module):
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        return (getattr(self.model, "fast_readout", None) or self.model.readout)(tokens)
+
+
+def wlmd_run(run_dir: str | Path, run_config: Mapping[str, Any], cvs: ModelCVs, theta0: Tensor, config: WLMDConfig,
+             steps: int, *, checkpoint_every: int = 1000, log_every: int = 100,
+             meta: Mapping[str, Any] | None = None) -> Sampler:
+    """Run (or resume) the entropy phase into `run_dir` until `steps` steps.
+
+    Checkpoints hold walker 0's model state dict (so analyses open them) and the whole sampler
+    state under ``train_state["wlmd"]``; `metrics.jsonl` logs ln f, flatness, walls and each
+    walker's (x, y) every `log_every` steps.
+    """
+    run_dir = create_run(run_dir, {**run_config, "wlmd": to_dict(config)})
+    with run_lock(run_dir):
+        if list_checkpoints(run_dir):
+            ckpt = load_checkpoint(run_dir)
+            sampler = Sampler(cvs, config, state=ckpt.train_state["wlmd"])
+            truncate_metrics(run_dir, ckpt.step)
+        else:
+            truncate_metrics(run_dir, -1)
+            sampler = Sampler(cvs, config, theta0)
+            _save(run_dir, sampler, cvs, meta)
+        while sampler.step < steps:
+            sampler.advance()
+            if sampler.step % log_every == 0:
+                append_metrics(run_dir, {"step": sampler.step, "ln_f": sampler.current_ln_f(), "walls": sampler.walls,
+                                         "flatness": flatness(sampler.H.sum(0)), "cv": sampler.cv.tolist()})
+            if sampler.step % checkpoint_every == 0 or sampler.step == steps:
+                _save(run_dir, sampler, cvs, meta)
+    return sampler
+
+
+def _save(run_dir: Path, sampler: Sampler, cvs: ModelCVs, meta: Mapping[str, Any] | None) -> None:
+    save_checkpoint(run_dir, sampler.step, cvs.state_dict(sampler.theta[0]), {"wlmd": sampler.state_dict()},
+                    meta={**(meta or {}), "cv": sampler.cv[0].tolist()})
+
+
+def wlmd_produce(out_dir: str | Path, run_config: Mapping[str, Any], cvs: ModelCVs, sampler: Sampler, steps: int,
+                 window: tuple[float, float, float, float], *, every: int = 1, max_samples: int | None = None,
+                 meta: Mapping[str, Any] | None = None) -> list[Path]:
+    """Sample with S frozen; save each walker state whose (x, y) is in `window` as a checkpoint.
+
+    Args:
+        out_dir: A new run folder; checkpoint `n` is the n-th sample (meta: x, y, walker,
+            sampler step). DONE is written at the end; a partial folder is refused.
+        window: ``(x_lo, x_hi, y_lo, y_hi)``, inclusive.
+        every: Look at the walkers every this many steps (decorrelation).
+        max_samples: Stop after this many samples.
+
+    Returns:
+        The checkpoint folders written.
+    """
+    out_dir = create_run(out_dir, {**run_config, "wlmd_production": {"window": list(window), "steps": steps,
+                                                                      "every": every, "max_samples": max_samples}})
+    with run_lock(out_dir):
+        if list_checkpoints(out_dir) or is_done(out_dir):
+            raise CheckpointError(f"{out_dir} already holds samples", "production is not resumable; use a new folder")
+        sampler.frozen = True
+        saved: list[Path] = []
+        x_lo, x_hi, y_lo, y_hi = window
+        for _ in range(steps):
+            sampler.advance()
+            if sampler.step % every:
+                continue
+            for w in range(sampler.n_walkers):
+                x, y = sampler.cv[w].tolist()
+                if x_lo <= x <= x_hi and y_lo <= y <= y_hi and (max_samples is None or len(saved) < max_samples):
+                    info = {"x": x, "y": y, "walker": w, "sampler_step": sampler.step}
+                    saved.append(save_checkpoint(out_dir, len(saved), cvs.state_dict(sampler.theta[w]), None,
+                                                 meta={**(meta or {}), **info}))
+                    append_metrics(out_dir, {"step": len(saved) - 1, **info})
+            if max_samples is not None and len(saved) >= max_samples:
+                break
+        mark_done(out_dir, {"samples": len(saved), "steps": steps, "window": list(window)})
+        return saved

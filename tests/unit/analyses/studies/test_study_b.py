@@ -1,0 +1,83 @@
+"""Study B's protocol end to end at toy scale, and the injection loop's contract."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+
+from analyses.studies import study_b
+from interp.store.checkpoint import load_checkpoint
+from interp.training.finetune import InjectionConfig
+from interp.store.run_folder import read_done, read_metrics
+from interp.wlmd.grid import GridSpec, Schedule
+
+TINY = {"d_model": 8, "n_heads": 2, "d_head": 4, "d_mlp": 16}
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # many tiny steps: extra threads only contend
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    out, before = tmp_path_factory.mktemp("b") / "adamw", torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return study_b.goldilocks(out, p=7, weight_norm=6.0, epochs=30, lr=3e-2, eval_every=10, model_overrides=TINY)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_injection_reports_honestly_and_keeps_the_norm(source, tmp_path):
+    summary = study_b.inject(tmp_path / "inj", source, "random", k=3,
+                             config=InjectionConfig(max_steps=5, eval_every=2, target_acc=0.999))
+    assert summary["reached"] is False and summary["steps"] == 5
+    records = read_metrics(tmp_path / "inj")
+    assert [r["step"] for r in records] == [0, 2, 4, 5]
+    assert {"test/acc", "train/noise/acc", "train/original/acc"} <= set(records[0])
+    first, last = load_checkpoint(tmp_path / "inj" / "checkpoints" / "step_000000"), load_checkpoint(tmp_path / "inj")
+    norm = lambda sd: torch.linalg.vector_norm(torch.cat([v.flatten() for v in sd.values()])).item()  # noqa: E731
+    assert norm(last.state_dict) == pytest.approx(norm(first.state_dict), rel=1e-5)
+    assert norm(first.state_dict) > 6.0  # the new embedding rows add to the source's norm 6
+    reached = study_b.inject(tmp_path / "easy", source, "sum", k=3, config=InjectionConfig(target_acc=0.0))
+    assert reached["reached"] is True and reached["steps"] == 0
+
+
+def test_injection_resumes_bit_identically(source, tmp_path):
+    cfg = InjectionConfig(max_steps=6, eval_every=2, checkpoint_every=3, target_acc=0.999)
+    study_b.inject(tmp_path / "a", source, "square", k=3, config=cfg)
+    study_b.inject(tmp_path / "b", source, "square", k=3, config=cfg)
+    # Simulate a kill after step 3: drop the final checkpoint and DONE, then run again.
+    shutil.rmtree(tmp_path / "b" / "checkpoints" / "step_000006")
+    (tmp_path / "b" / "checkpoints" / "LATEST").write_text("step_000003\n")
+    (tmp_path / "b" / "DONE").unlink()
+    study_b.inject(tmp_path / "b", source, "square", k=3, config=cfg)
+    a, b = load_checkpoint(tmp_path / "a"), load_checkpoint(tmp_path / "b")
+    assert all(torch.equal(a.state_dict[k], b.state_dict[k]) for k in a.state_dict)
+    assert read_metrics(tmp_path / "a") == read_metrics(tmp_path / "b")
+    assert read_done(tmp_path / "a") == read_done(tmp_path / "b")
+
+
+def test_protocol_end_to_end(source, tmp_path):
+    out, samples = study_b.wlmd_sample(
+        tmp_path / "wlmd", source, steps=6, production_steps=4, n_walkers=2, every=1, max_samples=2,
+        grid=GridSpec((-10.0, 4.0), (0.0, 10.5), 14, 21), schedule=Schedule(ln_f_max=0.05, rise=2, plateau=2),
+        window=(-10.0, 4.0, 0.0, 10.5), checkpoint_every=3,
+    )
+    assert len(samples) == 2
+    cfg = InjectionConfig(max_steps=3, eval_every=1)
+    for label, src in {"adamw": source, "wlmd": samples[0]}.items():
+        study_b.inject(tmp_path / f"inj-{label}", src, "random", k=3, config=cfg)
+    runs = {label: tmp_path / f"inj-{label}" for label in ("adamw", "wlmd")}
+    assert len(study_b.forgetting_figure(runs).data) == 4
+    ranks = study_b.rank_frame({"adamw": source, "wlmd": samples[0], "adamw after": runs["adamw"]})
+    assert {"adamw", "wlmd", "adamw after"} <= set(ranks.columns) and (ranks["wlmd"] >= 1).all()
+    assert len(study_b.rank_figure({"adamw": source}).data) == 1
+    cos = study_b.cosine_frame({label: (study_b.first_checkpoint(run), run) for label, run in runs.items()})
+    assert list(cos["model"]) == ["adamw", "wlmd"] and (cos["cosine"] <= 1 + 1e-9).all()
