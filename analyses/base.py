@@ -8,8 +8,8 @@ Every analysis (DESIGN.md) is a frozen `Params` dataclass, a pure compute functi
   (numbers, strings, lists, dicts). `save` writes `result.json` (the JSON fields, the params,
   a format version), `tensors.safetensors` (the tensor fields) and `figure.html`; `load`
   reads them back without unpickling anything.
-* `param(default, help)`: a dataclass field whose help text becomes the CLI's `--help`.
-* `Analysis`: one registry entry; the registry itself is `analyses.ANALYSES`.
+* `param(default, help)` (from `interp.config`): a field whose help text becomes the CLI's `--help`.
+* `Analysis`: one registry entry; the registry itself is `analyses.registry.REGISTRY`.
 """
 
 from __future__ import annotations
@@ -25,25 +25,18 @@ import safetensors.torch
 from torch import Tensor
 
 from interp.store.atomic import atomic_write_bytes, atomic_write_json
+from interp.config import param, param_help
 from interp.errors import CheckpointError, FormatVersionError
 
 if TYPE_CHECKING:
     import pandas as pd
     import plotly.graph_objects as go
 
+__all__ = ["Analysis", "Result", "param", "param_help", "RESULT_FILE", "FIGURE_FILE", "TENSORS_FILE"]
+
 RESULT_FORMAT_VERSION = 1
 RESULT_FILE, TENSORS_FILE, FIGURE_FILE = "result.json", "tensors.safetensors", "figure.html"
 R = TypeVar("R", bound="Result")
-
-
-def param(default: Any, help: str, **kwargs: Any) -> Any:  # noqa: A002 - mirrors click's name
-    """A `Params` field with a one-line help text (shown by the CLI's `--help` and the docs)."""
-    return dataclasses.field(default=default, metadata={"help": help, **kwargs})
-
-
-def param_help(params_cls: type) -> dict[str, str]:
-    """``{field name: help text}`` of a `Params` dataclass."""
-    return {f.name: f.metadata.get("help", "") for f in dataclasses.fields(params_cls)}
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import ClassVar
 import pandas as pd
 import plotly.graph_objects as go
 
-from interp.store.checkpoint import checkpoint_name, list_checkpoints, load_checkpoint
+from interp.store import checkpoint_dir, list_checkpoints, load_checkpoint, run_of
 from interp.config import to_dict
 from interp.errors import ConfigError
 from analyses.base import Analysis, Result, param
@@ -75,9 +75,9 @@ class DriftResult(Result):
 def _default_reference(source: str | None) -> Path:
     if source is None:
         raise ConfigError("drift needs --reference when the subject does not come from a checkpoint")
-    run_dir = Path(source).parent.parent
+    run_dir = run_of(source)
     steps = list_checkpoints(run_dir)
-    return run_dir / "checkpoints" / checkpoint_name(steps[0])
+    return checkpoint_dir(run_dir, steps[0])
 
 
 def compute(subject: Subject, params: Params) -> DriftResult:

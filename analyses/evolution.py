@@ -17,11 +17,11 @@ from typing import Any
 
 from tqdm import tqdm
 
-from interp.store.checkpoint import checkpoint_name, list_checkpoints
+from interp.store import checkpoint_dir, checkpoint_name, list_checkpoints
 from interp.config import to_dict
 from interp.errors import CheckpointError
 from analyses.base import RESULT_FILE, Analysis, Result
-from interp.store.run_folder import CHECKPOINTS_DIR, read_metrics
+from interp.store.run_folder import read_metrics
 from analyses.subject import Subject
 
 ANALYSES_DIR = "analyses"
@@ -86,7 +86,7 @@ def evolve(
         folder = result_folder(run_dir, analysis.name, step)
         cached = _cached(folder, analysis, wanted)
         if cached is None:
-            subject = load_subject(run_dir / CHECKPOINTS_DIR / checkpoint_name(step))
+            subject = load_subject(checkpoint_dir(run_dir, step))
             cached = analysis.compute(subject, params)
             cached.save(folder, figure=False)
         results.append(cached)

@@ -7,7 +7,7 @@ Times the engine's own epoch functions on study A's training set (16,384 example
 batch), so what is measured is what `interp train` runs:
 
   (a) TransformerLens 3.x `HookedTransformer`, one seed after another (N x one step);
-  (b) our engine, one seed after another (`interp.training.loop`, `fast_readout`; N x one epoch);
+  (b) our engine, one seed after another (`interp.training.TrainLoop.epoch`, `fast_readout`; N x one epoch);
   (c) our engine, all N seeds vectorised into one model (`interp.training.vectorized`, one epoch).
 
 Each is the median of `--repeats` epochs after one warm-up, times 1,000; ratios are against
@@ -31,9 +31,12 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from interp.store.run_folder import create_run  # noqa: E402
-from interp.training.loop import TrainConfig, _Loop, run_config  # noqa: E402
-from interp.training.vectorized import _Stacked  # noqa: E402
+import contextlib  # noqa: E402
+
+from interp.splits import split_digests  # noqa: E402
+from interp.store import open_run  # noqa: E402
+from interp.training import TrainConfig, TrainLoop, run_config  # noqa: E402
+from interp.training.vectorized import StackedSeeds  # noqa: E402
 from models import build_model, preset_config  # noqa: E402
 from tasks import MPSPTask  # noqa: E402
 
@@ -70,14 +73,16 @@ def main() -> None:
     task = MPSPTask()  # study A's default: 16,384 training examples
     config = TrainConfig(epochs=10**6, bf16=args.bf16)  # schedules only; nothing is trained to the end
     cfg = preset_config(args.preset, task)
-    with tempfile.TemporaryDirectory() as tmp:
+    splits = task.splits(config.data_seed)
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         loops = []
         for seed in range(args.seeds):
             seeded = TrainConfig(**{**config.__dict__, "seed": seed})
             model = build_model(cfg, seed=seed)
-            run = create_run(Path(tmp) / f"seed_{seed}", run_config(model, task, seeded))
-            loops.append(_Loop(run, model.to(args.device), task, seeded, args.device))
-        stacked = _Stacked(loops)
+            run = stack.enter_context(open_run(Path(tmp) / f"seed_{seed}", run_config(model, task, seeded),
+                                               split_digests(splits)))
+            loops.append(TrainLoop(run, model.to(args.device), splits, seeded, args.device))
+        stacked = StackedSeeds(loops)
         train = loops[0].splits["train"]
         tl = HookedTransformer(to_transformer_lens_config(cfg)).to(args.device)
         opt = torch.optim.AdamW(tl.parameters(), lr=1e-3, betas=(0.9, 0.98), weight_decay=0.1)
@@ -92,8 +97,8 @@ def main() -> None:
               f"{n} seeds, batch {len(train)}{', bf16' if args.bf16 else ''}, median of {args.repeats} epochs")
         results = {
             "(a) HookedTransformer, seeds one by one": n * median_seconds(tl_step, args.device, args.repeats),
-            "(b) interp engine, seeds one by one": n * median_seconds(loops[0]._epoch, args.device, args.repeats),
-            "(c) interp engine, seeds vectorised": median_seconds(stacked._epoch, args.device, args.repeats),
+            "(b) interp engine, seeds one by one": n * median_seconds(loops[0].epoch, args.device, args.repeats),
+            "(c) interp engine, seeds vectorised": median_seconds(stacked.epoch, args.device, args.repeats),
         }
     base = results["(a) HookedTransformer, seeds one by one"]
     print(f"\n| variant ({n} seeds) | s per 1,000 epochs | vs (a) |\n|---|---|---|")

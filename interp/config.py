@@ -1,8 +1,16 @@
-"""Strict conversion between frozen dataclass configs and JSON-ready dicts.
+"""Frozen dataclass configs: strict JSON conversion, field help, and field checks.
 
-Configs are small frozen dataclasses, one per concern. `from_dict` is strict: an unknown key
-is an error (a typo in a config file must never be silently ignored), and so is a missing
-required field. Nested dataclass fields and tuples are rebuilt from their JSON forms.
+Configs are small frozen dataclasses, one per concern (tasks, models, training, fine-tuning,
+WLMD, analysis `Params`). This module, which imports no torch, is what they share:
+
+* `to_dict` / `from_dict`: strict conversion to and from JSON-ready dicts. An unknown key is
+  an error (a typo in a config file must never be silently ignored), and so is a missing
+  required field. Nested dataclass fields and tuples are rebuilt from their JSON forms.
+* `param(default, help)`: a field with a one-line help text, which becomes the field's
+  ``--help`` in the CLI (`interp.cli.options`) and its line in the docs.
+* `check_int`, `check_real`, `check_choice`, `check_bool`: the checks every `__post_init__`
+  runs. Configs arrive from JSON files and command lines, so a field is checked for type as
+  well as range: a string where a number belongs fails here, not deep inside tensor code.
 """
 
 from __future__ import annotations
@@ -10,11 +18,60 @@ from __future__ import annotations
 import dataclasses
 import typing
 from collections.abc import Iterable, Mapping, Sequence
+from numbers import Real
 from typing import Any, TypeVar
 
 from interp.errors import ConfigError, did_you_mean
 
 T = TypeVar("T")
+
+
+def param(default: Any, help: str, **kwargs: Any) -> Any:  # noqa: A002 - mirrors click's name
+    """A dataclass field with a one-line help text (the CLI's `--help` and the docs show it).
+
+    Args:
+        default: The default value (immutable: configs are frozen).
+        help: One line saying what the field is, with its unit or valid range.
+        **kwargs: More metadata (e.g. ``cli=False`` to keep a field off the command line).
+    """
+    return dataclasses.field(default=default, metadata={"help": help, **kwargs})
+
+
+def param_help(cls: type) -> dict[str, str]:
+    """``{field name: help text}`` of a dataclass whose fields were made with `param`."""
+    return {f.name: f.metadata.get("help", "") for f in dataclasses.fields(cls)}
+
+
+def check_int(owner: str, name: str, value: Any, minimum: int) -> None:
+    """Require an integer (not a bool) of at least `minimum`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{owner}.{name} = {value!r} is invalid", f"use an integer >= {minimum}")
+
+
+def check_real(
+    owner: str, name: str, value: Any, low: float, high: float, *, high_open: bool = False,
+    low_open: bool = False,
+) -> None:
+    """Require a real number (not a bool) in the interval from `low` to `high`."""
+    interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+    ok = isinstance(value, Real) and not isinstance(value, bool)
+    if ok:
+        ok = (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
+    if not ok:
+        raise ConfigError(f"{owner}.{name} = {value!r} is invalid", f"use a number in {interval}")
+
+
+def check_choice(owner: str, name: str, value: Any, choices: Iterable[Any]) -> None:
+    """Require one of `choices` (strings, or None where "none" is a choice), suggesting the closest."""
+    choices = list(choices)
+    if isinstance(value, (list, dict, set)) or value not in choices:
+        raise ConfigError(f"{owner}.{name} = {value!r} is not valid", did_you_mean(str(value), map(str, choices)))
+
+
+def check_bool(owner: str, name: str, value: Any) -> None:
+    """Require a bool (JSON true/false)."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"{owner}.{name} = {value!r} is invalid", "use true or false")
 
 
 def to_dict(config: Any) -> dict[str, Any]:

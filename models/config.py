@@ -11,18 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from interp.errors import ConfigError, did_you_mean
-
-
-def _check_choice(field: str, value: object, valid: tuple) -> None:
-    if value not in valid:
-        raise ConfigError(f"{field}={value!r} is not supported", did_you_mean(str(value), map(str, valid)))
-
-
-def _check_positive(**values: int) -> None:
-    for field, value in values.items():
-        if not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{field}={value!r} must be a positive integer")
+from interp.config import check_choice, check_int
+from interp.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -67,10 +57,8 @@ class TransformerConfig:
     init_range: float | None = None
 
     def __post_init__(self) -> None:
-        _check_positive(
-            n_layers=self.n_layers, n_heads=self.n_heads, d_model=self.d_model, d_mlp=self.d_mlp,
-            n_ctx=self.n_ctx, d_vocab=self.d_vocab, d_vocab_out=self.d_vocab_out,
-        )
+        for name in ("n_layers", "n_heads", "d_model", "d_mlp", "n_ctx", "d_vocab", "d_vocab_out"):
+            check_int("TransformerConfig", name, getattr(self, name), 1)
         if self.d_head is None:
             if self.d_model % self.n_heads:
                 raise ConfigError(
@@ -78,11 +66,10 @@ class TransformerConfig:
                     "set d_head explicitly",
                 )
             object.__setattr__(self, "d_head", self.d_model // self.n_heads)
-        _check_positive(d_head=self.d_head)
-        _check_choice("normalization_type", self.normalization_type, ("LN", None))
-        _check_choice("positional_embedding_type", self.positional_embedding_type, ("standard", "none"))
-        _check_choice("attention_dir", self.attention_dir, ("causal", "bidirectional"))
-        _check_choice("act_fn", self.act_fn, ("relu", "gelu"))
+        check_int("TransformerConfig", "d_head", self.d_head, 1)
+        for name, choices in (("normalization_type", ("LN", None)), ("positional_embedding_type", ("standard", "none")),
+                              ("attention_dir", ("causal", "bidirectional")), ("act_fn", ("relu", "gelu"))):
+            check_choice("TransformerConfig", name, getattr(self, name), choices)
         if self.init_range is None:
             object.__setattr__(self, "init_range", 0.8 / self.d_model**0.5)
 
@@ -117,6 +104,7 @@ class QuadraticMLPConfig:
     init_std: float | None = None
 
     def __post_init__(self) -> None:
-        _check_positive(d_vocab=self.d_vocab, d_vocab_out=self.d_vocab_out, d_hidden=self.d_hidden)
+        for name in ("d_vocab", "d_vocab_out", "d_hidden"):
+            check_int("QuadraticMLPConfig", name, getattr(self, name), 1)
         if self.init_std is None:
             object.__setattr__(self, "init_std", (16 * self.d_hidden) ** (-1 / 3))

@@ -24,7 +24,7 @@ from interp.config import to_dict
 from interp.splits import Split
 from interp.errors import ConfigError
 from tasks.seeding import generator
-from tasks.validate import check_int, check_real
+from interp.config import check_int, check_real
 
 
 @dataclass(frozen=True)

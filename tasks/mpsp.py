@@ -31,7 +31,7 @@ from interp.config import to_dict
 from interp.splits import Split
 from interp.errors import ConfigError
 from tasks.seeding import generator
-from tasks.validate import check_choice, check_int, check_real
+from interp.config import check_choice, check_int, check_real
 
 LABELS: dict[str, int] = {"sum-mod2": 2, "sum-mod3": 3}
 """Label names and their modulus m."""

@@ -28,7 +28,7 @@ from interp.splits import Split
 from interp.errors import ConfigError
 from tasks.modular import ModAddTask
 from tasks.seeding import generator
-from tasks.validate import check_bool, check_choice, check_int, check_real
+from interp.config import check_bool, check_choice, check_int, check_real
 
 NOISE_TYPES: tuple[str, ...] = ("random", "square", "sum")
 

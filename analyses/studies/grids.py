@@ -17,7 +17,7 @@ from typing import Any
 from interp.config import from_dict, to_dict
 from interp.errors import ConfigError, did_you_mean
 from interp.sweep.specs import RunSpec, derive_seed, seed_folder
-from interp.training.loop import TrainConfig
+from interp.training import TrainConfig
 from models import config_to_dict, preset_config
 from models.presets import PRESET_TASKS, PRESET_TRAINING, PRESETS
 from tasks import TASKS, task_from_dict

@@ -11,7 +11,7 @@ from typing import Any
 from interp.config import from_dict
 from interp.sweep.specs import RunSpec
 from interp.errors import ConfigError
-from interp.training.loop import TrainConfig, train
+from interp.training import TrainConfig, train
 from models import build_model
 from tasks import task_from_dict
 

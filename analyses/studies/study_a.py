@@ -23,10 +23,10 @@ from plotly.subplots import make_subplots
 
 from analyses import get_analysis
 from analyses.subject import load_subject
-from interp.store.checkpoint import checkpoint_name, list_checkpoints
+from interp.store import checkpoint_dir, list_checkpoints
 from analyses.evolution import Evolution, evolve
 from interp.dissect.heads import readout_patterns
-from interp.store.run_folder import CHECKPOINTS_DIR, read_config
+from interp.store.run_folder import read_config
 
 SPLIT_COLOURS = {"train": "#636efa", "val": "#00cc96", "adv": "#ef553b"}
 
@@ -99,7 +99,7 @@ def attention_explorer(run_dir: str | Path, split: str = "adv", max_examples: in
     fingerprints = dict(zip(fp.steps, fp.results))
     frames, labels = [], []
     for step in list_checkpoints(run_dir):
-        subject = load_subject(run_dir / CHECKPOINTS_DIR / checkpoint_name(step))
+        subject = load_subject(checkpoint_dir(run_dir, step))
         tokens = subject.split(split).tokens[:max_examples]
         mean = readout_patterns(subject.model, tokens).mean(0)  # [n_layers, n_heads, pos]
         n_layers, n_heads, n_pos = mean.shape

@@ -36,13 +36,14 @@ from analyses.drift import compute as drift
 from analyses.subject import load_subject
 from analyses.rank import Params as RankParams
 from analyses.rank import compute as rank
-from interp.store.checkpoint import checkpoint_name, list_checkpoints
+from interp.store import checkpoint_dir, list_checkpoints
 from interp.config import to_dict
 from interp.errors import ConfigError
-from interp.training.finetune import InjectionConfig, trainable_norm
-from interp.training.finetune import inject as finetune
+from interp.training.config import FinetuneConfig
+from interp.training.finetune import finetune, trainable_norm
 from interp.store.run_folder import read_metrics
-from interp.training.loop import TrainConfig, train
+from interp.splits import split_digests
+from interp.training import TrainConfig, run_config, train
 from interp.wlmd.sampler import ModelCVs, WLMDConfig, wlmd_produce, wlmd_run
 from interp.wlmd.grid import GridSpec, Schedule
 from models import build_model, load_model, preset_config
@@ -158,23 +159,22 @@ def wlmd_sample(
     window = window or region.window(x0, y0)
     wcfg = WLMDConfig(grid=grid, schedule=schedule or Schedule(), sigma=(1.0, 1.0), dt=dt, gamma=gamma, kT=kT,
                       radius=radius, share_every=share_every, seed=seed)
-    run_config = {"model": {"kind": model.cfg.kind, **to_dict(model.cfg)}, "task": task.to_dict(),
-                  "train": {"data_seed": data_seed, "loss": "cross_entropy", "weight_norm": radius},
-                  "source": str(ckpt.path)}
-    meta = {"fingerprints": {name: s.digest() for name, s in splits.items()}}
+    settings = {"data_seed": data_seed, "loss": "cross_entropy", "weight_norm": radius}
+    wlmd_config = run_config(model, task, settings, source=str(ckpt.path))
+    digests = split_digests(splits)
     out = Path(out)
-    sampler = wlmd_run(out / "entropy", run_config, cvs, theta.expand(n_walkers, -1).clone(), wcfg, steps,
-                       checkpoint_every=checkpoint_every, meta=meta)
-    samples = wlmd_produce(out / "samples", run_config, cvs, sampler, production_steps, window, every=every,
-                           max_samples=max_samples, meta=meta)
+    sampler = wlmd_run(out / "entropy", wlmd_config, cvs, theta.expand(n_walkers, -1).clone(), wcfg, steps,
+                       checkpoint_every=checkpoint_every, digests=digests)
+    samples = wlmd_produce(out / "samples", wlmd_config, cvs, sampler, production_steps, window, every=every,
+                           max_samples=max_samples, digests=digests)
     return out, samples
 
 
 def inject(out: str | Path, source: str | Path, noise: str = "random", *, k: int = 37, new_classes: bool = False,
-           config: InjectionConfig | None = None, keep_norm: bool = True, seed: int = 0, progress: bool = False) -> dict[str, Any]:
+           config: FinetuneConfig | None = None, keep_norm: bool = True, seed: int = 0, progress: bool = False) -> dict[str, Any]:
     """Extend the vocabulary of `source`'s model by `k` tokens and fine-tune on train + `noise`.
 
-    Returns `interp.training.finetune.inject`'s summary (``reached``, ``steps``, ``final``, ...).
+    Returns `interp.training.finetune.finetune`'s summary (``reached``, ``steps``, ``final``, ...).
     """
     model, ckpt, src = _source(source)
     if src["task"].get("name") != "modadd":
@@ -184,8 +184,8 @@ def inject(out: str | Path, source: str | Path, noise: str = "random", *, k: int
     extended = extend_vocab(model, k, k if new_classes else 0, seed=seed).train()
     norm = trainable_norm(extended)
     constrained = keep_norm and src["train"].get("weight_norm") is not None
-    base = config or InjectionConfig()
-    cfg = InjectionConfig(**{**to_dict(base), "betas": tuple(base.betas), "data_seed": src["train"]["data_seed"],
+    base = config or FinetuneConfig()
+    cfg = FinetuneConfig(**{**to_dict(base), "betas": tuple(base.betas), "data_seed": src["train"]["data_seed"],
                              "weight_norm": norm if constrained else base.weight_norm})
     extra = {"source": str(ckpt.path), "noise": noise, "k": k, "seed": seed, "norm_source": trainable_norm(model),
              "norm_extended": norm}
@@ -239,5 +239,5 @@ def cosine_frame(pairs: Mapping[str, tuple[str | Path, str | Path]]) -> pd.DataF
 
 def first_checkpoint(run: str | Path) -> Path:
     """The first checkpoint folder of a run (e.g. an injection run's step 0)."""
-    return Path(run) / "checkpoints" / checkpoint_name(list_checkpoints(run)[0])
+    return checkpoint_dir(run, list_checkpoints(run)[0])
 

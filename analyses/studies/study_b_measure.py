@@ -28,10 +28,10 @@ import torch
 from analyses.studies.study_b import (
     Region, cosine_frame, forgetting_figure, goldilocks, inject, rank_figure, rank_frame, source_cvs, wlmd_sample,
 )
-from interp.store.checkpoint import checkpoint_name, list_checkpoints
+from interp.store import checkpoint_dir, list_checkpoints
 from interp.config import from_dict, to_dict
 from interp.errors import ConfigError, InterpError
-from interp.training.finetune import InjectionConfig
+from interp.training.config import FinetuneConfig
 from interp.store.run_folder import is_done, read_config, read_done, read_metrics
 from interp.text import format_table
 from interp.wlmd.grid import Schedule
@@ -121,7 +121,7 @@ def wlmd_samples(folder: str | Path, adamw: str | Path, seed: int, protocol: Pro
     """
     folder = Path(folder)
     if is_done(folder / "samples"):
-        return [folder / "samples" / "checkpoints" / checkpoint_name(s) for s in list_checkpoints(folder / "samples")]
+        return [checkpoint_dir(folder / "samples", s) for s in list_checkpoints(folder / "samples")]
     schedule = Schedule(ln_f_max=protocol.ln_f_max, rise=min(100, protocol.wlmd_steps), plateau=protocol.wlmd_steps)
     _, samples = wlmd_sample(folder, adamw, steps=protocol.wlmd_steps, production_steps=protocol.production_steps,
                              n_walkers=protocol.n_walkers, region=protocol.region(), schedule=schedule, dt=protocol.dt,
@@ -151,7 +151,7 @@ def run_seed(out: str | Path, seed: int, protocol: Protocol = Protocol()) -> Pat
     if not samples:
         warnings.warn(f"seed {seed}: no WLMD sample in the window; only the AdamW model is injected", stacklevel=2)
     sources = {"adamw": adamw, **({"wlmd": samples[-1]} if samples else {})}
-    cfg = InjectionConfig(max_steps=protocol.max_steps, eval_every=protocol.eval_every)
+    cfg = FinetuneConfig(max_steps=protocol.max_steps, eval_every=protocol.eval_every)
     for noise in NOISES:
         for label, source in sources.items():
             inject(folder / f"inject-{label}-{noise}", source, noise, k=protocol.k, config=cfg, seed=seed)
@@ -208,7 +208,7 @@ def wlmd_frame(out: str | Path) -> pd.DataFrame:
         if not is_done(samples) or not list_checkpoints(samples):
             rows.append({"seed": seed, "samples": 0})
             continue
-        last = samples / "checkpoints" / checkpoint_name(list_checkpoints(samples)[-1])
+        last = checkpoint_dir(samples, list_checkpoints(samples)[-1])
         entropy = read_metrics(folder / "wlmd" / "entropy")
         x0, y0 = source_cvs(folder / "adamw")
         x, y = source_cvs(last)

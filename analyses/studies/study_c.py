@@ -33,10 +33,10 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 from scipy import stats
 
-from interp.store.checkpoint import checkpoint_name, list_checkpoints
+from interp.store import checkpoint_dir, list_checkpoints
 from interp.splits import Split
 from interp.metrics import evaluate, milestones
-from interp.store.run_folder import CHECKPOINTS_DIR, is_done, read_metrics
+from interp.store.run_folder import is_done, read_metrics
 from interp.sweep.specs import read_sweep
 from tasks import ModAddTask
 
@@ -211,7 +211,7 @@ def inversion_curve(run_dir: str | Path) -> pd.DataFrame:
 
     rows = []
     for step in list_checkpoints(run_dir):
-        subject = load_subject(Path(run_dir) / CHECKPOINTS_DIR / checkpoint_name(step))
+        subject = load_subject(checkpoint_dir(run_dir, step))
         train = subject.splits["train"]
         mask = train.groups["corrupted"]
         true = Split("true", train.tokens[mask], train.extras["true_labels"][mask])

@@ -141,9 +141,9 @@ def evolve(run_dir: str, analysis: str | None, out: str | None, no_progress: boo
 def inject(ckpt, noise, out, k, new_classes, lr, target_acc, max_steps, keep_norm, seed, no_progress) -> None:
     """Study B: extend a model's vocabulary and fine-tune it on train + noise; track forgetting."""
     from analyses.studies.study_b import inject as run_injection
-    from interp.training.finetune import InjectionConfig
+    from interp.training.config import FinetuneConfig
 
-    config = InjectionConfig(lr=lr, target_acc=target_acc, max_steps=max_steps)
+    config = FinetuneConfig(lr=lr, target_acc=target_acc, max_steps=max_steps)
     summary = run_injection(out, ckpt, noise, k=k, new_classes=new_classes, config=config, keep_norm=keep_norm,
                             seed=seed, progress=not no_progress)
     click.echo(f"reached {target_acc}: {summary['reached']} after {summary['steps']} steps; "

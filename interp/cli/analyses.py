@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from interp.store.run_folder import run_of
 from analyses.registry import REGISTRY
 
 
@@ -77,4 +78,4 @@ def _option(field: dataclasses.Field, help_text: str) -> click.Option:
 def default_out(checkpoint: str | None, name: str) -> Path:
     """`RUN/analyses/NAME/step_N` for checkpoint `RUN/checkpoints/step_N`."""
     ckpt = Path(checkpoint or ".")
-    return ckpt.parent.parent / "analyses" / name / ckpt.name
+    return run_of(ckpt) / "analyses" / name / ckpt.name

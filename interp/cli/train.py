@@ -44,7 +44,7 @@ def plan_runs(
     from models import config_to_dict, preset_config
     from models.presets import PRESET_TASKS, PRESET_TRAINING, PRESETS
     from tasks import task_from_dict
-    from interp.training.loop import TrainConfig
+    from interp.training import TrainConfig
 
     preset = preset or DEFAULT_PRESET
     if preset not in PRESETS:

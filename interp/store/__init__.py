@@ -1,1 +1,25 @@
-"""The on-disk run format: crash-safe writes, run folders, checkpoints and their byte formats."""
+"""The on-disk run format: crash-safe writes, run folders, checkpoints and a run's life cycle.
+
+Importing this package imports no torch; each name loads its module on first use.
+"""
+
+from interp.lazy import lazy_surface
+
+_NAMES = {
+    "open_run": "interp.store.session",
+    "RunSession": "interp.store.session",
+    "Checkpoint": "interp.store.checkpoint",
+    "load_checkpoint": "interp.store.checkpoint",
+    "save_checkpoint": "interp.store.checkpoint",
+    "list_checkpoints": "interp.store.checkpoint",
+    "resolve_checkpoint": "interp.store.checkpoint",
+    "checkpoint_dir": "interp.store.run_folder",
+    "checkpoint_name": "interp.store.run_folder",
+    "run_of": "interp.store.run_folder",
+    "read_config": "interp.store.run_folder",
+    "read_metrics": "interp.store.run_folder",
+    "read_done": "interp.store.run_folder",
+    "is_done": "interp.store.run_folder",
+}
+__all__ = sorted(_NAMES)
+__getattr__, __dir__ = lazy_surface(__name__, _NAMES)

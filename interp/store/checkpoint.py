@@ -33,7 +33,15 @@ from torch import Tensor
 from interp.store.atomic import atomic_write_text, dumps_json, fsync_dir
 from interp.errors import CheckpointError
 from interp.store.formats import model_bytes, model_from_bytes, train_state_bytes, train_state_from_bytes
-from interp.store.run_folder import CHECKPOINTS_DIR, CONFIG_FILE, FORMAT_VERSION, read_config, read_json
+from interp.store.run_folder import (
+    CHECKPOINTS_DIR,
+    CONFIG_FILE,
+    FORMAT_VERSION,
+    checkpoint_name,
+    read_config,
+    read_json,
+    run_of,
+)
 
 MODEL_FILE = "model.safetensors"
 TRAIN_STATE_FILE = "train_state.pt"
@@ -71,11 +79,6 @@ class Checkpoint:
     state_dict: dict[str, Tensor] = field(repr=False)
     train_state: dict[str, Any] | None = field(repr=False)
     meta: dict[str, Any]
-
-
-def checkpoint_name(step: int) -> str:
-    """The folder name of the checkpoint of `step` (``step_000100``)."""
-    return f"step_{step:06d}"
 
 
 def save_checkpoint(
@@ -295,7 +298,7 @@ def load_checkpoint(path: str | os.PathLike[str], *, load_train_state: bool = Tr
         FormatVersionError: If manifest.json or config.json comes from a newer `interp`.
     """
     ckpt = resolve_checkpoint(path)
-    run_dir = ckpt.parent.parent
+    run_dir = run_of(ckpt)
     manifest = _read_manifest(ckpt, run_dir)
     config = read_config(run_dir)
     wanted = [n for n in manifest["files"] if load_train_state or n != TRAIN_STATE_FILE]

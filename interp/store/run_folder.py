@@ -39,6 +39,21 @@ LOCK_FILE = ".lock"
 RESERVED_KEYS = ("format_version", "versions", "git_sha")
 
 
+def checkpoint_name(step: int) -> str:
+    """The folder name of the checkpoint of `step` (``step_000100``)."""
+    return f"step_{step:06d}"
+
+
+def checkpoint_dir(run_dir: str | os.PathLike[str], step: int) -> Path:
+    """The folder of the checkpoint of `step` in `run_dir` (``run/checkpoints/step_000100``)."""
+    return Path(run_dir) / CHECKPOINTS_DIR / checkpoint_name(step)
+
+
+def run_of(ckpt: str | os.PathLike[str]) -> Path:
+    """The run folder a checkpoint folder belongs to (the inverse of `checkpoint_dir`)."""
+    return Path(ckpt).parent.parent
+
+
 def read_json(path: Path, *, what: str) -> dict[str, Any]:
     """Read a JSON object from `path`, checking its `format_version`.
 

@@ -1,29 +1,34 @@
-"""The training engine: one loop for every hooked model and task, exactly resumable.
+"""The training engine: one public loop that every training variant builds on, exactly resumable.
 
-`train(run_dir, model, task, config)` trains full batch by default (minibatches optional)
-with AdamW, cross-entropy at the readout position or MSE against one-hot targets (study C),
-and optionally projects all trainable tensors back onto the sphere `||w|| = R` after every
-step (study B's "goldilocks" runs). It evaluates every split and group on a schedule
-(`interp.training.schedule`), appends the records to `metrics.jsonl`, checkpoints on a schedule of its
-own, and writes `DONE` with the run's milestones at the end.
+`train(run_dir, model, task, config)` trains full batch by default (minibatches optional) with
+AdamW, cross-entropy at the readout position or MSE against one-hot targets (study C), and
+optionally projects all trainable tensors back onto the sphere `||w|| = R` after every step
+(study B's "goldilocks" runs). It evaluates every split and group on a schedule
+(`interp.training.schedule`), logs the records to `metrics.jsonl`, checkpoints on a schedule
+of its own, and writes `DONE` with the run's milestones at the end.
+
+`TrainLoop` is that loop, public so the other engines compose it instead of copying it:
+`interp.training.vectorized` replaces only its `epoch` (all seeds in one stacked step), and
+`interp.training.finetune` runs it with a train-accuracy target. The run folder's life cycle
+(lock, skip if done, resume with digest checks, log, save, finish) is `interp.store.RunSession`.
 
 Never losing work:
 
 * everything that determines the future (weights, optimizer state, minibatch RNG, step) is in
   each checkpoint, and metrics past the resumed checkpoint are dropped and recomputed, so
   resuming after a `kill -9` gives bit-identical weights and metrics (same machine, CPU);
-* SIGINT / SIGTERM are turned into a checkpoint at the next step boundary, then
-  `TrainingInterrupted` (the CLI exits 130 / 143);
+* SIGINT / SIGTERM are turned into a checkpoint at the next step boundary (`stop_on_signals`),
+  then `TrainingInterrupted` (the CLI exits 130 / 143);
 * a finished run (`DONE`) is not retrained, and a lock keeps two processes out of one folder.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import signal
 import threading
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,74 +36,61 @@ import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from interp.store.checkpoint import checkpoint_name, list_checkpoints, load_checkpoint, load_state_into, save_checkpoint
 from interp.config import to_dict
+from interp.errors import TrainingInterrupted
+from interp.metrics import evaluate, milestones, per_example_loss
 from interp.splits import Split, Task, split_digests
-from interp.errors import CheckpointError, ConfigError, TrainingInterrupted
-from interp.metrics import LOSSES, evaluate, milestones, per_example_loss
-from interp.store.run_folder import CHECKPOINTS_DIR, append_metrics, create_run, is_done, mark_done, read_done, read_metrics, run_lock, truncate_metrics
+from interp.store.checkpoint import load_state_into
+from interp.store.session import RunSession, open_run
+from interp.training.config import TrainConfig
 from interp.training.schedule import schedule
 
 
-@dataclass(frozen=True)
-class TrainConfig:
-    """How to train (the model and task have configs of their own).
+def run_config(model: nn.Module, task: Task, config: Any, **extra: Any) -> dict[str, Any]:
+    """The `config.json` content of a run: model, task and training configs, plus `extra` sections.
 
-    Attributes:
-        epochs: Passes over the train split; with full batch, one epoch is one step.
-        lr: AdamW learning rate.
-        betas: AdamW betas.
-        weight_decay: AdamW (decoupled) weight decay.
-        batch_size: Minibatch size, or None for full batch.
-        loss: ``"cross_entropy"`` at the readout position, or ``"mse"`` against one-hot targets.
-        weight_norm: If set, project all trainable tensors onto `||w|| = weight_norm` after
-            every step (and once before training).
-        seed: Seed of the model initialisation (the caller builds the model with it) and of
-            the minibatch order.
-        data_seed: Seed of the task's splits.
-        eval_every: Evaluate every this many epochs (plus `eval_log_points` log-spaced ones).
-        eval_log_points: Number of log-spaced evaluation epochs added (dense early).
-        checkpoint_every: Checkpoint every this many epochs, or None for log-spaced only.
-        checkpoint_log_points: Number of log-spaced checkpoint epochs (dense early).
-        bf16: Run the training forward under bfloat16 autocast (evaluation stays fp32).
+    Args:
+        model: A model with a `.cfg` dataclass that has a `kind`.
+        task: The task (its `to_dict()`).
+        config: The training config: a dataclass, or a plain mapping (e.g. a WLMD run's settings).
+        **extra: More top-level sections (e.g. ``injection={...}``, ``source="..."``).
     """
-
-    epochs: int = 15000
-    lr: float = 1e-3
-    betas: tuple[float, float] = (0.9, 0.98)
-    weight_decay: float = 0.1
-    batch_size: int | None = None
-    loss: str = "cross_entropy"
-    weight_norm: float | None = None
-    seed: int = 0
-    data_seed: int = 0
-    eval_every: int = 100
-    eval_log_points: int = 40
-    checkpoint_every: int | None = None
-    checkpoint_log_points: int = 20
-    bf16: bool = False
-
-    def __post_init__(self) -> None:
-        positive = {"epochs": self.epochs, "eval_every": self.eval_every}
-        positive |= {k: v for k, v in (("batch_size", self.batch_size), ("checkpoint_every", self.checkpoint_every)) if v is not None}
-        for name, value in positive.items():
-            if not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name}={value!r} must be a positive integer")
-        if not self.lr > 0:
-            raise ConfigError(f"lr={self.lr!r} must be > 0")
-        if self.weight_decay < 0:
-            raise ConfigError(f"weight_decay={self.weight_decay!r} must be >= 0")
-        if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
-            raise ConfigError(f"betas={self.betas!r} must be two numbers in [0, 1)")
-        if self.loss not in LOSSES:
-            raise ConfigError(f"loss={self.loss!r} is not supported", f"valid: {', '.join(LOSSES)}")
-        if self.weight_norm is not None and not self.weight_norm > 0:
-            raise ConfigError(f"weight_norm={self.weight_norm!r} must be > 0 (or None for no constraint)")
+    train = to_dict(config) if dataclasses.is_dataclass(config) else dict(config)
+    return {"model": {"kind": model.cfg.kind, **to_dict(model.cfg)}, "task": task.to_dict(), "train": train, **extra}
 
 
-def run_config(model: nn.Module, task: Task, config: TrainConfig) -> dict[str, Any]:
-    """The `config.json` content of a run: model, task and training configs."""
-    return {"model": {"kind": model.cfg.kind, **to_dict(model.cfg)}, "task": task.to_dict(), "train": to_dict(config)}
+def training_forward(model: nn.Module) -> Callable[[Tensor], Tensor]:
+    """The forward that training uses: the model's `fast_readout` if it has one, else `readout`.
+
+    Both map tokens ``[batch, pos]`` to readout logits ``[batch, d_vocab_out]``; the fast one
+    skips work no loss needs and runs no hooks (analyses use the hooked forward).
+    """
+    return getattr(model, "fast_readout", None) or model.readout
+
+
+@torch.no_grad()
+def project_to_sphere(params: Iterable[Tensor], radius: float) -> None:
+    """Rescale the tensors together, in place, so that their joint L2 norm is `radius`."""
+    params = list(params)
+    norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p) for p in params]))
+    for p in params:
+        p.mul_(radius / norm)
+
+
+def trainable(model: nn.Module) -> list[nn.Parameter]:
+    """The parameters a weight-norm constraint applies to (those that require grad)."""
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def cpu_copy(obj: Any) -> Any:
+    """A copy of a nested state (dicts, lists, tensors) with every tensor detached on the CPU."""
+    if isinstance(obj, Tensor):
+        return obj.detach().cpu()
+    if isinstance(obj, Mapping):
+        return {k: cpu_copy(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(cpu_copy(v) for v in obj)
+    return obj
 
 
 def train(
@@ -125,124 +117,161 @@ def train(
         CheckpointError: If the run's checkpoints are damaged or its data changed.
         TrainingInterrupted: On SIGINT / SIGTERM, after saving a checkpoint.
     """
-    run_dir = create_run(run_dir, run_config(model, task, config))
-    with run_lock(run_dir):
-        if is_done(run_dir):
-            return read_done(run_dir)
-        loop = _Loop(run_dir, model.to(device), task, config, device)
-        with _stop_on_signals() as stop:
+    splits = task.splits(config.data_seed)
+    with open_run(run_dir, run_config(model, task, config), split_digests(splits)) as run:
+        if (done := run.finished()) is not None:
+            return done
+        loop = TrainLoop(run, model.to(device), splits, config, device)
+        loop.resume()
+        with stop_on_signals() as stop:
             loop.run(stop, progress)
-        summary = loop.summary()
-        mark_done(run_dir, summary)
-        return summary
+        return run.finish(loop.summary(getattr(task, "milestones", {})))
 
 
-class _Loop:
-    """The state of one training session (kept small: everything durable is in checkpoints)."""
+class TrainLoop:
+    """One training session of one model: AdamW steps, scheduled evaluation and checkpoints.
 
-    def __init__(self, run_dir: Path, model: nn.Module, task: Task, config: TrainConfig, device: str,
-                 start: int | None = None) -> None:
-        self.run_dir, self.model, self.task, self.config, self.device = run_dir, model, task, config, device
-        cpu_splits = task.splits(config.data_seed)
-        self.digests = split_digests(cpu_splits)
-        self.splits = {name: _to(split, device) for name, split in cpu_splits.items()}
-        self.optimizer = torch.optim.AdamW(
-            model.parameters(), lr=config.lr, betas=config.betas, weight_decay=config.weight_decay
-        )
-        self.generator = torch.Generator().manual_seed(config.seed)  # minibatch order only
-        self.readout = getattr(model, "fast_readout", None) or model.readout
+    Everything durable is in the run folder; this object holds only what a checkpoint restores.
+    Other engines may read and drive its public attributes.
+
+    Attributes:
+        session: The open run folder.
+        model: The model, trained in place.
+        splits: The task's splits, on `device`.
+        config: The training config.
+        optimizer: The model's AdamW.
+        generator: The minibatch-order RNG (seeded by `config.seed`; checkpointed).
+        eval_steps: The steps at which `after_step` evaluates.
+        ckpt_steps: The steps at which `after_step` checkpoints.
+        step: The last completed step (-1 before the initial state is recorded).
+        target_acc: If set, training stops before the first step at which the full-batch train
+            accuracy of the training forward is strictly above it (`reached` says whether).
+    """
+
+    def __init__(self, session: RunSession, model: nn.Module, splits: Mapping[str, Split], config: TrainConfig,
+                 device: str = "cpu", *, target_acc: float | None = None) -> None:
+        self.session, self.model, self.config, self.device = session, model, config, device
+        self.splits = {name: _to(split, device) for name, split in splits.items()}
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=config.betas,
+                                           weight_decay=config.weight_decay)
+        self.generator = torch.Generator().manual_seed(config.seed)
+        self.forward = training_forward(model)
         self.eval_steps = set(schedule(config.epochs, config.eval_every, config.eval_log_points, include_zero=True))
-        self.ckpt_steps = set(
-            schedule(config.epochs, config.checkpoint_every, config.checkpoint_log_points, include_zero=True)
-        )
-        self.step = self._resume(start)
+        self.ckpt_steps = set(schedule(config.epochs, config.checkpoint_every, config.checkpoint_log_points,
+                                       include_zero=True))
+        self.target_acc, self.reached, self.train_acc = target_acc, False, float("nan")
+        self.step = -1
 
-    def _resume(self, start: int | None) -> int:
-        """Load the checkpoint of step `start` (None: the latest; -1: none, start afresh)."""
-        if start == -1 or not list_checkpoints(self.run_dir):
-            truncate_metrics(self.run_dir, -1)  # records of a run killed before its first checkpoint
+    def resume(self, step: int | None = None) -> None:
+        """Continue from the checkpoint of `step` (None: the latest; -1: start afresh)."""
+        ckpt = self.session.resume(step)
+        if ckpt is None:
+            self.step = -1
             if self.config.weight_norm is not None:
-                _project(self.model, self.config.weight_norm)
-            return -1
-        ckpt = load_checkpoint(self.run_dir if start is None else self.run_dir / CHECKPOINTS_DIR / checkpoint_name(start))
-        if ckpt.meta.get("fingerprints") != self.digests:
-            raise CheckpointError(
-                f"the data of {self.run_dir} changed since checkpoint {ckpt.path.name} was written",
-                "the task code or data seed differs; train into a new --out folder",
-            )
+                project_to_sphere(trainable(self.model), self.config.weight_norm)
+            return
         load_state_into(self.model, {k: v.to(self.device) for k, v in ckpt.state_dict.items()}, where=str(ckpt.path))
         self.optimizer.load_state_dict(ckpt.train_state["optimizer"])
         self.generator.set_state(ckpt.train_state["generator"])
-        truncate_metrics(self.run_dir, ckpt.step)
-        return ckpt.step
+        self.step = ckpt.step
 
-    def run(self, stop: _StopFlag, progress: bool) -> None:
-        """Train until the last epoch, evaluating and checkpointing on schedule."""
-        bar = tqdm(total=self.config.epochs, initial=max(self.step, 0), disable=not progress, unit="epoch", dynamic_ncols=True)
+    def run(self, stop: StopFlag, progress: bool, *, epoch: Callable[[], bool] | None = None,
+            desc: str | None = None) -> None:
+        """Train until the last epoch (or the target), evaluating and checkpointing on schedule.
+
+        Args:
+            stop: Set by `stop_on_signals`; checked at every step boundary.
+            progress: Show a progress bar.
+            epoch: What one epoch does (default: `self.epoch`); it returns False to stop early.
+            desc: The progress bar's label.
+        """
+        epoch = epoch or self.epoch
+        bar = tqdm(total=self.config.epochs, initial=max(self.step, 0), disable=not progress, unit="epoch",
+                   dynamic_ncols=True, desc=desc)
         with bar:
             if self.step < 0:  # a fresh run: record and save the initial state as epoch 0
                 self.step = 0
-                _show(bar, [self._after_step()])
+                show_accuracies(bar, [self.after_step()])
             while self.step < self.config.epochs:
                 if stop.signum is not None:
-                    self._save()
-                    raise TrainingInterrupted(stop.signum, self.step, self.run_dir)
-                self._epoch()
+                    self.save()
+                    raise TrainingInterrupted(stop.signum, self.step, self.session.run_dir)
+                if not epoch():
+                    break
                 self.step += 1
                 bar.update(1)
-                _show(bar, [self._after_step()])
+                show_accuracies(bar, [self.after_step()])
+        self.finish_step()
 
-    def _epoch(self) -> None:
+    def epoch(self) -> bool:
+        """One pass over the train split (one step if full batch). False: the target is reached."""
         train = self.splits["train"]
         n, size = len(train), self.config.batch_size or len(train)
         order = torch.randperm(n, generator=self.generator).to(self.device) if size < n else None
         for start in range(0, n, size):
             index = order[start : start + size] if order is not None else slice(None)
-            with torch.autocast(device_type=torch.device(self.device).type, dtype=torch.bfloat16, enabled=self.config.bf16):
-                logits = self.readout(train.tokens[index])
+            with torch.autocast(device_type=torch.device(self.device).type, dtype=torch.bfloat16,
+                                enabled=self.config.bf16):
+                logits = self.forward(train.tokens[index])
+            if self.target_acc is not None and self._reached(logits, train.labels[index]):
+                return False
             loss = per_example_loss(logits.float(), train.labels[index], self.config.loss).mean()
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             self.optimizer.step()
             if self.config.weight_norm is not None:
-                _project(self.model, self.config.weight_norm)
+                project_to_sphere(trainable(self.model), self.config.weight_norm)
+        return True
 
-    def _after_step(self) -> dict[str, Any] | None:
+    def _reached(self, logits: Tensor, labels: Tensor) -> bool:
+        # The test uses the logits of the forward that computes the loss: free, and exact for
+        # the parameters training stops at.
+        self.train_acc = (logits.float().argmax(-1) == labels).float().mean().item()
+        self.reached = self.train_acc > self.target_acc
+        return self.reached
+
+    def after_step(self) -> dict[str, Any] | None:
         """Evaluate and checkpoint if the schedule says so; return the metrics record if any."""
-        record = None
-        if self.step in self.eval_steps:
-            record = {"step": self.step, **evaluate(self.model.readout, self.splits, self.config.loss)}
-            append_metrics(self.run_dir, record)
+        record = self.evaluate() if self.step in self.eval_steps else None
         if self.step in self.ckpt_steps:
-            self._save()
+            self.save()
         return record
 
-    def _save(self) -> None:
-        state = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
-        train_state = {"optimizer": _cpu(self.optimizer.state_dict()), "generator": self.generator.get_state()}
-        save_checkpoint(self.run_dir, self.step, state, train_state, meta={"fingerprints": self.digests})
+    def finish_step(self) -> None:
+        """Make sure the final state is evaluated and saved (a target can stop off schedule)."""
+        if self.target_acc is not None and not self.reached and self.step >= self.config.epochs:
+            with torch.no_grad():
+                self._reached(self.forward(self.splits["train"].tokens), self.splits["train"].labels)
+        records = self.session.metrics()
+        if not records or records[-1]["step"] != self.step:
+            self.evaluate()
+        if self.step not in self.session.checkpoints():
+            self.save()
 
-    def summary(self) -> dict[str, Any]:
-        records = read_metrics(self.run_dir)
-        targets = getattr(self.task, "milestones", {})
+    def evaluate(self) -> dict[str, Any]:
+        """Evaluate every split and group with the hooked forward and log the record."""
+        record = {"step": self.step, **evaluate(self.model.readout, self.splits, self.config.loss)}
+        self.session.log(record)
+        return record
+
+    def save(self) -> None:
+        """Checkpoint the weights, the optimizer and the minibatch RNG at the current step."""
+        state = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
+        train_state = {"optimizer": cpu_copy(self.optimizer.state_dict()), "generator": self.generator.get_state()}
+        self.session.save(self.step, state, train_state)
+
+    def summary(self, targets: Mapping[str, Any]) -> dict[str, Any]:
+        """The `DONE` summary: epochs, the final record and the task's milestones."""
+        records = self.session.metrics()
         return {"epochs": self.step, "final": records[-1], "milestones": milestones(records, targets)}
 
 
-def _show(bar: tqdm, records: list[dict[str, Any] | None]) -> None:
+def show_accuracies(bar: tqdm, records: list[dict[str, Any] | None]) -> None:
     """Show the split accuracies of the records (their mean over several seeds) on the bar."""
     records = [r for r in records if r is not None]
     if records:
         keys = [k for k in records[0] if k.count("/") == 1 and k.endswith("/acc")]
         bar.set_postfix_str(" ".join(f"{k[:-4]} {sum(r[k] for r in records) / len(records):.3f}" for k in keys))
-
-
-@torch.no_grad()
-def _project(model: nn.Module, radius: float) -> None:
-    """Rescale all trainable tensors together so their joint L2 norm is `radius`."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p) for p in params]))
-    for p in params:
-        p.mul_(radius / norm)
 
 
 def _to(split: Split, device: str) -> Split:
@@ -252,25 +281,16 @@ def _to(split: Split, device: str) -> Split:
                  {k: v.to(device) for k, v in split.groups.items()}, {k: v.to(device) for k, v in split.extras.items()})
 
 
-def _cpu(obj: Any) -> Any:
-    """Move every tensor of a nested optimizer state dict to the CPU (checkpoints are CPU)."""
-    if isinstance(obj, Tensor):
-        return obj.detach().cpu()
-    if isinstance(obj, Mapping):
-        return {k: _cpu(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_cpu(v) for v in obj)
-    return obj
+class StopFlag:
+    """Set to the signal number by `stop_on_signals` when SIGINT or SIGTERM arrives."""
 
-
-class _StopFlag:
     signum: int | None = None
 
 
 @contextlib.contextmanager
-def _stop_on_signals() -> Iterator[_StopFlag]:
+def stop_on_signals() -> Iterator[StopFlag]:
     """Turn SIGINT / SIGTERM into a flag checked at step boundaries (main thread only)."""
-    flag = _StopFlag()
+    flag = StopFlag()
     if threading.current_thread() is not threading.main_thread():
         yield flag
         return

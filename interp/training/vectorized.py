@@ -1,7 +1,7 @@
 """Vectorised multi-seed training: seeds of one shape trained as one stacked model (`torch.func`).
 
 `train_vectorized(run_dirs, models, task, configs)` produces the same runs as calling
-`interp.training.loop.train` once per seed - the same run folders, metrics, checkpoints, milestones
+`interp.training.train` once per seed - the same run folders, metrics, checkpoints, milestones
 and `DONE` - but takes every seed's step at once:
 
 * the seeds' parameters are stacked along a new leading dimension ``[seeds, *shape]``;
@@ -12,13 +12,13 @@ and `DONE` - but takes every seed's step at once:
   this is exactly each seed's own AdamW; the norm projection is done per seed.
 
 On a GPU this turns many small kernels into a few large ones, which is where it pays; on a CPU
-separate processes (`interp train --seeds`) are usually faster (`benchmarks/train_step.py
+separate processes (`interp train --seeds`) are usually faster (`benchmarks/multi_seed.py
 --seeds N` measures both).
 
 Numerics: the batched matmuls sum in another order than the per-seed ones, so a vectorised seed
 equals its separately trained run up to float rounding (tested), not bit for bit. Everything
 else of the engine holds: evaluation and checkpoints on the same schedule (the stacked state is
-copied into each seed's model and optimizer first), SIGINT / SIGTERM save every seed, and a
+copied into each seed's `TrainLoop` first: this module replaces only `TrainLoop.epoch`), SIGINT / SIGTERM save every seed, and a
 vectorised group resumed vectorised is bit-identical to an uninterrupted one (CPU). Each seed's
 folder is an ordinary run that `train` can also resume alone.
 """
@@ -36,13 +36,21 @@ from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 from tqdm import tqdm
 
-from interp.store.checkpoint import list_checkpoints
 from interp.config import to_dict
-from interp.splits import Task
 from interp.errors import ConfigError, TrainingInterrupted
 from interp.metrics import per_example_loss
-from interp.store.run_folder import create_run, is_done, mark_done, read_done, run_lock
-from interp.training.loop import TrainConfig, _Loop, _show, _stop_on_signals, _StopFlag, run_config
+from interp.splits import Task, split_digests
+from interp.store.session import RunSession, open_run
+from interp.training.config import TrainConfig
+from interp.training.loop import (
+    StopFlag,
+    TrainLoop,
+    project_to_sphere,
+    run_config,
+    show_accuracies,
+    stop_on_signals,
+    training_forward,
+)
 
 
 def train_vectorized(
@@ -70,19 +78,22 @@ def train_vectorized(
         TrainingInterrupted: On SIGINT / SIGTERM, after saving every seed's checkpoint.
     """
     _check_group(models, configs, len(run_dirs))
-    dirs = [create_run(d, run_config(m, task, c)) for d, m, c in zip(run_dirs, models, configs)]
-    with contextlib.ExitStack() as locks:
-        for d in dirs:
-            locks.enter_context(run_lock(d))
-        todo = [i for i, d in enumerate(dirs) if not is_done(d)]
+    splits = task.splits(configs[0].data_seed)
+    digests = split_digests(splits)
+    with contextlib.ExitStack() as stack:
+        runs = [stack.enter_context(open_run(d, run_config(m, task, c), digests))
+                for d, m, c in zip(run_dirs, models, configs)]
+        todo = [i for i, run in enumerate(runs) if run.finished() is None]
         if todo:
-            start = _common_step([dirs[i] for i in todo])
-            loops = [_Loop(dirs[i], models[i].to(device), task, configs[i], device, start=start) for i in todo]
-            with _stop_on_signals() as stop:
-                _Stacked(loops).run(stop, progress)
+            start = _common_step([runs[i] for i in todo])
+            loops = [TrainLoop(runs[i], models[i].to(device), splits, configs[i], device) for i in todo]
             for loop in loops:
-                mark_done(loop.run_dir, loop.summary())
-        return [read_done(d) for d in dirs]
+                loop.resume(start)
+            with stop_on_signals() as stop:
+                StackedSeeds(loops).run(stop, progress)
+            for loop in loops:
+                loop.session.finish(loop.summary(getattr(task, "milestones", {})))
+        return [run.finished() for run in runs]
 
 
 def _check_group(models: Sequence[nn.Module], configs: Sequence[TrainConfig], n_runs: int) -> None:
@@ -103,53 +114,50 @@ def _check_group(models: Sequence[nn.Module], configs: Sequence[TrainConfig], n_
                               "train differently shaped models as separate groups")
 
 
-def _common_step(run_dirs: Sequence[Path]) -> int:
+def _common_step(runs: Sequence[RunSession]) -> int:
     """The latest step every run has a checkpoint of (-1: start afresh).
 
     Seeds are saved one after another, so a kill can leave some one checkpoint ahead; they
     all restart from the last step they share (the schedule is the same for every seed).
     """
-    shared = set.intersection(*(set(list_checkpoints(d)) for d in run_dirs))
+    shared = set.intersection(*(set(run.checkpoints()) for run in runs))
     return max(shared, default=-1)
 
 
-class _Readout(nn.Module):
-    """`model`'s training forward (`fast_readout` if it has one) as a module `functional_call` can run."""
+class _Forward(nn.Module):
+    """`model`'s training forward as a module that `functional_call` can run with other weights."""
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
         self.model = model
 
     def forward(self, tokens: Tensor) -> Tensor:
-        readout = getattr(self.model, "fast_readout", None) or self.model.readout
-        return readout(tokens)
+        return training_forward(self.model)(tokens)
 
 
-class _Stacked:
+class StackedSeeds:
     """The seeds' parameters and AdamW state stacked along dim 0, stepped as one.
 
-    `loops` are the seeds' ordinary training loops (`interp.training.loop._Loop`), already resumed
-    at one common step: they keep the run folders, schedules, evaluation and checkpointing; this
-    class replaces only their epoch, and copies the stacked state back into them (`_sync`)
-    whenever they evaluate or save.
+    `loops` are the seeds' ordinary `TrainLoop`s, already resumed at one common step: they keep
+    the run folders, schedules, evaluation and checkpointing; this class replaces only their
+    `epoch`, and copies the stacked state back into them (`sync`) whenever they evaluate or save.
     """
 
-    def __init__(self, loops: list[_Loop]) -> None:
+    def __init__(self, loops: list[TrainLoop]) -> None:
         self.loops = loops
         self.config: TrainConfig = loops[0].config
         self.device = loops[0].device
         self.step = loops[0].step
-        self.module = _Readout(loops[0].model)  # the stateless template that functional_call fills in
+        self.module = _Forward(loops[0].model)  # the stateless template that functional_call fills in
         own = [dict(loop.model.named_parameters()) for loop in loops]
         self.params = {n: torch.stack([params[n].detach() for params in own]) for n in own[0]}
-        buffers = [dict(l.model.named_buffers()) for l in loops]
+        buffers = [dict(loop.model.named_buffers()) for loop in loops]
         self.buffers = {f"model.{n}": torch.stack([b[n] for b in buffers]) for n in buffers[0]}
         c = self.config
         self.optimizer = torch.optim.AdamW(list(self.params.values()), lr=c.lr, betas=c.betas, weight_decay=c.weight_decay)
         self._load_optimizer_states()
         self._grad = vmap(grad(self._loss), in_dims=(0, 0, None, None))
         self._grad_batched = vmap(grad(self._loss), in_dims=(0, 0, 0, 0))  # minibatches: one order per seed
-
     def _load_optimizer_states(self) -> None:
         """Stack the seeds' AdamW states (empty on a fresh run) into the stacked optimizer's."""
         states = [loop.optimizer.state_dict()["state"] for loop in self.loops]
@@ -171,7 +179,7 @@ class _Stacked:
             logits = functional_call(self.module, ({f"model.{n}": p for n, p in params.items()}, buffers), (tokens,))
         return per_example_loss(logits.float(), labels, self.config.loss).mean()
 
-    def run(self, stop: _StopFlag, progress: bool) -> None:
+    def run(self, stop: StopFlag, progress: bool) -> None:
         """Train every seed to the last epoch; evaluate and save on the shared schedule."""
         config = self.config
         bar = tqdm(total=config.epochs, initial=max(self.step, 0), disable=not progress, unit="epoch",
@@ -181,25 +189,25 @@ class _Stacked:
                 self._advance(bar, 0)
             while self.step < config.epochs:
                 if stop.signum is not None:
-                    self._sync()
+                    self.sync()
                     for loop in self.loops:
-                        loop._save()
-                    where = os.path.commonpath([loop.run_dir for loop in self.loops])
+                        loop.save()
+                    where = os.path.commonpath([loop.session.run_dir for loop in self.loops])
                     raise TrainingInterrupted(stop.signum, self.step, f"every seed's folder under {where}")
-                self._epoch()
+                self.epoch()
                 bar.update(1)
                 self._advance(bar, self.step + 1)
-        self._sync()  # the caller's models end with their trained weights
+        self.sync()  # the caller's models end with their trained weights
 
     def _advance(self, bar: tqdm, step: int) -> None:
         self.step = step
         for loop in self.loops:
             loop.step = step
         if step in self.loops[0].eval_steps or step in self.loops[0].ckpt_steps:
-            self._sync()
-            _show(bar, [loop._after_step() for loop in self.loops])
+            self.sync()
+            show_accuracies(bar, [loop.after_step() for loop in self.loops])
 
-    def _epoch(self) -> None:
+    def epoch(self) -> None:
         train = self.loops[0].splits["train"]
         n, size = len(train), self.config.batch_size or len(train)
         orders = None
@@ -215,10 +223,11 @@ class _Stacked:
                 stacked.grad = grads[name]
             self.optimizer.step()
             if self.config.weight_norm is not None:
-                _project_each(list(self.params.values()), self.config.weight_norm)
+                for seed in range(len(self.loops)):  # each seed's slices, as its own run projects them
+                    project_to_sphere([p[seed] for p in self.params.values()], self.config.weight_norm)
 
     @torch.no_grad()
-    def _sync(self) -> None:
+    def sync(self) -> None:
         """Copy each seed's slice of the stacked parameters and AdamW state into its own loop."""
         for s, loop in enumerate(self.loops):
             own = dict(loop.model.named_parameters())
@@ -227,12 +236,3 @@ class _Stacked:
                 state = self.optimizer.state.get(stacked)
                 if state:
                     loop.optimizer.state[own[name]] = {k: v.clone() if k == "step" else v[s].clone() for k, v in state.items()}
-
-
-@torch.no_grad()
-def _project_each(stacked: list[Tensor], radius: float) -> None:
-    """Rescale each seed's parameters (slice `s` of every stacked tensor) to joint norm `radius`."""
-    per_tensor = torch.stack([torch.linalg.vector_norm(p.flatten(1), dim=1) for p in stacked])  # [tensors, seeds]
-    scale = radius / torch.linalg.vector_norm(per_tensor, dim=0)  # [seeds]
-    for p in stacked:
-        p.mul_(scale.view(-1, *[1] * (p.ndim - 1)))

@@ -37,11 +37,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from interp.store.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
 from interp.config import to_dict
-from interp.splits import Split
 from interp.errors import CheckpointError
-from interp.store.run_folder import append_metrics, create_run, is_done, mark_done, run_lock, truncate_metrics
+from interp.splits import Split
+from interp.store.session import RunSession, open_run
 from interp.wlmd.grid import GridSpec, OutOfGrid, Schedule, deposit, flatness, interpolate
 
 CV = Callable[[Tensor], Tensor]  # theta [P] -> (x, y) [2], differentiable
@@ -263,41 +262,39 @@ class _Readout(nn.Module):
 
 def wlmd_run(run_dir: str | Path, run_config: Mapping[str, Any], cvs: ModelCVs, theta0: Tensor, config: WLMDConfig,
              steps: int, *, checkpoint_every: int = 1000, log_every: int = 100,
-             meta: Mapping[str, Any] | None = None) -> Sampler:
+             meta: Mapping[str, Any] | None = None, digests: Mapping[str, str] | None = None) -> Sampler:
     """Run (or resume) the entropy phase into `run_dir` until `steps` steps.
 
     Checkpoints hold walker 0's model state dict (so analyses open them) and the whole sampler
     state under ``train_state["wlmd"]``; `metrics.jsonl` logs ln f, flatness, walls and each
-    walker's (x, y) every `log_every` steps.
+    walker's (x, y) every `log_every` steps. `digests` (of the splits the CVs are measured on)
+    are stored with every checkpoint and checked on resume, as for training runs.
     """
-    run_dir = create_run(run_dir, {**run_config, "wlmd": to_dict(config)})
-    with run_lock(run_dir):
-        if list_checkpoints(run_dir):
-            ckpt = load_checkpoint(run_dir)
+    with open_run(run_dir, {**run_config, "wlmd": to_dict(config)}, digests) as run:
+        ckpt = run.resume()
+        if ckpt is not None:
             sampler = Sampler(cvs, config, state=ckpt.train_state["wlmd"])
-            truncate_metrics(run_dir, ckpt.step)
         else:
-            truncate_metrics(run_dir, -1)
             sampler = Sampler(cvs, config, theta0)
-            _save(run_dir, sampler, cvs, meta)
+            _save(run, sampler, cvs, meta)
         while sampler.step < steps:
             sampler.advance()
             if sampler.step % log_every == 0:
-                append_metrics(run_dir, {"step": sampler.step, "ln_f": sampler.current_ln_f(), "walls": sampler.walls,
-                                         "flatness": flatness(sampler.H.sum(0)), "cv": sampler.cv.tolist()})
+                run.log({"step": sampler.step, "ln_f": sampler.current_ln_f(), "walls": sampler.walls,
+                         "flatness": flatness(sampler.H.sum(0)), "cv": sampler.cv.tolist()})
             if sampler.step % checkpoint_every == 0 or sampler.step == steps:
-                _save(run_dir, sampler, cvs, meta)
+                _save(run, sampler, cvs, meta)
     return sampler
 
 
-def _save(run_dir: Path, sampler: Sampler, cvs: ModelCVs, meta: Mapping[str, Any] | None) -> None:
-    save_checkpoint(run_dir, sampler.step, cvs.state_dict(sampler.theta[0]), {"wlmd": sampler.state_dict()},
-                    meta={**(meta or {}), "cv": sampler.cv[0].tolist()})
+def _save(run: RunSession, sampler: Sampler, cvs: ModelCVs, meta: Mapping[str, Any] | None) -> None:
+    run.save(sampler.step, cvs.state_dict(sampler.theta[0]), {"wlmd": sampler.state_dict()},
+             meta={**(meta or {}), "cv": sampler.cv[0].tolist()})
 
 
 def wlmd_produce(out_dir: str | Path, run_config: Mapping[str, Any], cvs: ModelCVs, sampler: Sampler, steps: int,
                  window: tuple[float, float, float, float], *, every: int = 1, max_samples: int | None = None,
-                 meta: Mapping[str, Any] | None = None) -> list[Path]:
+                 meta: Mapping[str, Any] | None = None, digests: Mapping[str, str] | None = None) -> list[Path]:
     """Sample with S frozen; save each walker state whose (x, y) is in `window` as a checkpoint.
 
     Args:
@@ -310,11 +307,10 @@ def wlmd_produce(out_dir: str | Path, run_config: Mapping[str, Any], cvs: ModelC
     Returns:
         The checkpoint folders written.
     """
-    out_dir = create_run(out_dir, {**run_config, "wlmd_production": {"window": list(window), "steps": steps,
-                                                                      "every": every, "max_samples": max_samples}})
-    with run_lock(out_dir):
-        if list_checkpoints(out_dir) or is_done(out_dir):
-            raise CheckpointError(f"{out_dir} already holds samples", "production is not resumable; use a new folder")
+    production = {"window": list(window), "steps": steps, "every": every, "max_samples": max_samples}
+    with open_run(out_dir, {**run_config, "wlmd_production": production}, digests) as run:
+        if run.checkpoints() or run.finished() is not None:
+            raise CheckpointError(f"{run.run_dir} already holds samples", "production is not resumable; use a new folder")
         sampler.frozen = True
         saved: list[Path] = []
         x_lo, x_hi, y_lo, y_hi = window
@@ -326,10 +322,9 @@ def wlmd_produce(out_dir: str | Path, run_config: Mapping[str, Any], cvs: ModelC
                 x, y = sampler.cv[w].tolist()
                 if x_lo <= x <= x_hi and y_lo <= y <= y_hi and (max_samples is None or len(saved) < max_samples):
                     info = {"x": x, "y": y, "walker": w, "sampler_step": sampler.step}
-                    saved.append(save_checkpoint(out_dir, len(saved), cvs.state_dict(sampler.theta[w]), None,
-                                                 meta={**(meta or {}), **info}))
-                    append_metrics(out_dir, {"step": len(saved) - 1, **info})
+                    saved.append(run.save(len(saved), cvs.state_dict(sampler.theta[w]), None, meta={**(meta or {}), **info}))
+                    run.log({"step": len(saved) - 1, **info})
             if max_samples is not None and len(saved) >= max_samples:
                 break
-        mark_done(out_dir, {"samples": len(saved), "steps": steps, "window": list(window)})
+        run.finish({"samples": len(saved), "steps": steps, "window": list(window)})
         return saved

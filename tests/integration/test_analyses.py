@@ -12,7 +12,7 @@ import torch
 
 from analyses import REGISTRY, get_analysis, load_subject
 from interp.cli import main
-from interp.training.loop import TrainConfig, train
+from interp.training import TrainConfig, train
 from models import build_model, preset_config
 from tasks import ModAddTask, MPSPTask
 

@@ -15,7 +15,7 @@ import torch
 import analyses.studies.study_a as circuit_evolution
 from analyses import get_analysis, load_subject
 from analyses.studies.report import rate_table, wilson
-from interp.store.checkpoint import checkpoint_name, list_checkpoints
+from interp.store import checkpoint_dir, list_checkpoints
 from interp.cli import main
 from analyses.evolution import evolve
 from interp.store.run_folder import is_done, read_done
@@ -82,7 +82,7 @@ def test_evolution_equals_the_single_checkpoint_analysis_and_is_cached(sweep_dir
     evolution = evolve(run, analysis, params, load_subject, progress=False)
     assert evolution.steps == list_checkpoints(run)
     for step, result in zip(evolution.steps, evolution.results):
-        direct = analysis.compute(load_subject(run / "checkpoints" / checkpoint_name(step)), params)
+        direct = analysis.compute(load_subject(checkpoint_dir(run, step)), params)
         for name in ("qk_rho_weights", "qk_rho_empirical", "attn_pos0", "ov_parity_rho"):
             torch.testing.assert_close(getattr(result, name), getattr(direct, name), equal_nan=True)
     calls = []

@@ -46,3 +46,110 @@ def test_packages_resolve_inside_the_checkout(package):
     # `models` and `tasks` are generic names: an unrelated installed package must not shadow them.
     module = importlib.import_module(package)
     assert Path(module.__file__).resolve().is_relative_to(ROOT / package)
+
+
+SOURCES = ("interp", "models", "tasks", "analyses", "benchmarks", "scripts")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _package_of(module: str) -> str:
+    """The subpackage a module belongs to (``interp.store.session`` -> ``interp.store``)."""
+    return module.rsplit(".", 1)[0] if "." in module else module
+
+
+def _source_files() -> list[Path]:
+    return sorted(p for package in SOURCES for p in (ROOT / package).rglob("*.py"))
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def test_no_private_name_is_imported_from_another_subpackage():
+    # A private name is a module's (or its subpackage's) own business; reaching into it from
+    # elsewhere is how engines end up impossible to change locally. Modules of one subpackage
+    # (e.g. interp/training/) may share private helpers; top-level packages' modules may not.
+    offenders = []
+    for path in _source_files():
+        here = _module_name(path)
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                for alias in node.names:
+                    same_subpackage = _package_of(node.module) == _package_of(here) and "." in _package_of(here)
+                    if _private(alias.name) and not same_subpackage:
+                        offenders.append(f"{here} imports {node.module}.{alias.name}")
+    assert not offenders, offenders
+
+
+PUBLIC_UNDERSCORED = {"os._exit"}  # documented APIs whose names start with an underscore
+
+
+def test_no_private_method_is_called_on_another_object():
+    # `loop._save()` from outside the class: the same coupling through an attribute.
+    offenders = []
+    for path in _source_files():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        own_classes = {node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _private(node.func.attr):
+                owner = node.func.value
+                if isinstance(owner, ast.Name) and owner.id in {"self", "cls", *own_classes}:
+                    continue
+                if isinstance(owner, ast.Name) and f"{owner.id}.{node.func.attr}" in PUBLIC_UNDERSCORED:
+                    continue
+                if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super":
+                    continue
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} calls .{node.func.attr}()")
+    assert not offenders, offenders
+
+
+def test_the_run_life_cycle_is_written_once():
+    # create_run / run_lock / mark_done belong to the store; every engine goes through open_run.
+    offenders = []
+    for path in _source_files():
+        if path.relative_to(ROOT).parts[:2] == ("interp", "store"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Call):
+                name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+                if name in {"create_run", "run_lock", "mark_done"}:
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} calls {name}")
+    assert not offenders, offenders
+
+
+# Layers inside `interp`: a subpackage may import only the modules listed (and itself).
+INTERP_LAYERS = {
+    "interp.store": {"interp.errors", "interp.config", "interp.lazy", "interp"},
+    "interp.dissect": {"interp.errors", "interp.config", "interp.lazy", "interp.splits", "interp.metrics",
+                       "interp.store"},
+}
+
+
+@pytest.mark.parametrize("package", sorted(INTERP_LAYERS))
+def test_layers_inside_interp(package):
+    allowed = INTERP_LAYERS[package] | {package}
+    offenders = []
+    for path in sorted((ROOT / package.replace(".", "/")).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            modules = []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules = [node.module]
+            elif isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            for module in modules:
+                if module.split(".")[0] == "interp" and not any(
+                    module == a or module.startswith(a + ".") and a != "interp" for a in allowed
+                ) and module != "interp":
+                    offenders.append(f"{path.relative_to(ROOT)} imports {module}")
+    assert not offenders, offenders
+
+
+def test_interp_is_a_few_modules_and_concept_subpackages_each_with_a_docstring():
+    top = sorted(p.stem for p in (ROOT / "interp").glob("*.py") if p.stem not in {"__init__", "__main__"})
+    assert len(top) <= 6, top
+    for init in sorted((ROOT / "interp").glob("*/__init__.py")) + sorted((ROOT / "analyses").glob("*/__init__.py")):
+        assert ast.get_docstring(ast.parse(init.read_text())), f"{init.relative_to(ROOT)} has no docstring"

@@ -15,7 +15,7 @@ from analyses import get_analysis, load_subject
 from interp.cli import main
 from interp.errors import ConfigError
 from analyses.subject import Subject
-from interp.training.loop import TrainConfig, train
+from interp.training import TrainConfig, train
 from tasks import ModAddTask, MPSPTask
 
 TASK = ModAddTask(p=11, xi=0.3)

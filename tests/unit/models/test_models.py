@@ -49,8 +49,8 @@ def test_unknown_preset_suggests_the_closest():
 
 @pytest.mark.parametrize(
     "change, message",
-    [(dict(d_model=15), "d_model=15 is not divisible by n_heads=2"), (dict(act_fn="tanh"), "act_fn='tanh'"),
-     (dict(n_layers=0), "n_layers=0"), (dict(attention_dir="left"), "attention_dir='left'")],
+    [(dict(d_model=15), "d_model=15 is not divisible by n_heads=2"), (dict(act_fn="tanh"), "TransformerConfig.act_fn = 'tanh'"),
+     (dict(n_layers=0), "TransformerConfig.n_layers = 0"), (dict(attention_dir="left"), "TransformerConfig.attention_dir = 'left'")],
 )
 def test_bad_transformer_config_names_the_value(change, message):
     with pytest.raises(ConfigError, match=message):

@@ -9,7 +9,7 @@ import torch
 
 from analyses.studies import study_b
 from interp.store.checkpoint import load_checkpoint
-from interp.training.finetune import InjectionConfig
+from interp.training.config import FinetuneConfig
 from interp.store.run_folder import read_done, read_metrics
 from interp.wlmd.grid import GridSpec, Schedule
 
@@ -36,7 +36,7 @@ def source(tmp_path_factory):
 
 def test_injection_reports_honestly_and_keeps_the_norm(source, tmp_path):
     summary = study_b.inject(tmp_path / "inj", source, "random", k=3,
-                             config=InjectionConfig(max_steps=5, eval_every=2, target_acc=0.999))
+                             config=FinetuneConfig(max_steps=5, eval_every=2, target_acc=0.999))
     assert summary["reached"] is False and summary["steps"] == 5
     records = read_metrics(tmp_path / "inj")
     assert [r["step"] for r in records] == [0, 2, 4, 5]
@@ -45,12 +45,12 @@ def test_injection_reports_honestly_and_keeps_the_norm(source, tmp_path):
     norm = lambda sd: torch.linalg.vector_norm(torch.cat([v.flatten() for v in sd.values()])).item()  # noqa: E731
     assert norm(last.state_dict) == pytest.approx(norm(first.state_dict), rel=1e-5)
     assert norm(first.state_dict) > 6.0  # the new embedding rows add to the source's norm 6
-    reached = study_b.inject(tmp_path / "easy", source, "sum", k=3, config=InjectionConfig(target_acc=0.0))
+    reached = study_b.inject(tmp_path / "easy", source, "sum", k=3, config=FinetuneConfig(target_acc=0.0))
     assert reached["reached"] is True and reached["steps"] == 0
 
 
 def test_injection_resumes_bit_identically(source, tmp_path):
-    cfg = InjectionConfig(max_steps=6, eval_every=2, checkpoint_every=3, target_acc=0.999)
+    cfg = FinetuneConfig(max_steps=6, eval_every=2, checkpoint_every=3, target_acc=0.999)
     study_b.inject(tmp_path / "a", source, "square", k=3, config=cfg)
     study_b.inject(tmp_path / "b", source, "square", k=3, config=cfg)
     # Simulate a kill after step 3: drop the final checkpoint and DONE, then run again.
@@ -71,7 +71,7 @@ def test_protocol_end_to_end(source, tmp_path):
         window=(-10.0, 4.0, 0.0, 10.5), checkpoint_every=3,
     )
     assert len(samples) == 2
-    cfg = InjectionConfig(max_steps=3, eval_every=1)
+    cfg = FinetuneConfig(max_steps=3, eval_every=1)
     for label, src in {"adamw": source, "wlmd": samples[0]}.items():
         study_b.inject(tmp_path / f"inj-{label}", src, "random", k=3, config=cfg)
     runs = {label: tmp_path / f"inj-{label}" for label in ("adamw", "wlmd")}

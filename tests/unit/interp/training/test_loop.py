@@ -12,7 +12,7 @@ from interp.errors import ConfigError
 from interp.metrics import milestones
 from interp.store.run_folder import read_done, read_metrics
 from interp.training.schedule import log_spaced_steps, schedule
-from interp.training.loop import TrainConfig, train
+from interp.training import TrainConfig, train
 from models import build_model, preset_config
 from tasks import ModAddTask, MPSPTask
 

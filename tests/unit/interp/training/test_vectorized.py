@@ -17,7 +17,7 @@ import torch
 from interp.store.checkpoint import list_checkpoints, load_checkpoint
 from interp.errors import ConfigError
 from interp.store.run_folder import read_metrics
-from interp.training.loop import TrainConfig, train
+from interp.training import TrainConfig, train
 from interp.training.vectorized import train_vectorized
 from models import build_model, preset_config
 from tasks import ModAddTask, MPSPTask
