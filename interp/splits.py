@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
 import torch
 from jaxtyping import Bool, Int
 from torch import Tensor
@@ -60,6 +61,19 @@ class Split:
 
     def __len__(self) -> int:
         return self.tokens.shape[0]
+
+    @classmethod
+    def from_numpy(
+        cls, name: str, tokens: np.ndarray, labels: np.ndarray, groups: Mapping[str, np.ndarray] | None = None,
+        extras: Mapping[str, np.ndarray] | None = None,
+    ) -> Split:
+        """A split from numpy arrays (int64 tokens [batch, pos] and labels [batch], bool group
+        masks and other per-example arrays [batch, ...]); the tensors share their memory."""
+        def tensor(a: np.ndarray) -> Tensor:
+            return torch.from_numpy(np.ascontiguousarray(a))
+
+        return cls(name, tensor(tokens), tensor(labels), {k: tensor(v) for k, v in (groups or {}).items()},
+                   {k: tensor(v) for k, v in (extras or {}).items()})
 
     def subset(self, index: Tensor) -> Split:
         """Return the examples selected by `index` (a bool mask or integer indices), in order."""

@@ -9,10 +9,10 @@ field-by-field copy.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from interp.config import check_choice, check_int
-from interp.errors import ConfigError
+from interp.config import check_choice, check_int, from_dict, to_dict
+from interp.errors import ConfigError, did_you_mean
 
 
 @dataclass(frozen=True)
@@ -108,3 +108,24 @@ class QuadraticMLPConfig:
             check_int("QuadraticMLPConfig", name, getattr(self, name), 1)
         if self.init_std is None:
             object.__setattr__(self, "init_std", (16 * self.d_hidden) ** (-1 / 3))
+
+
+ModelConfig = TransformerConfig | QuadraticMLPConfig
+
+MODEL_CONFIGS: dict[str, type] = {TransformerConfig.kind: TransformerConfig, QuadraticMLPConfig.kind: QuadraticMLPConfig}
+"""Model config classes by their ``kind`` (the key stored in a run's config.json)."""
+
+
+def config_to_dict(cfg: ModelConfig) -> dict[str, Any]:
+    """Return a JSON-ready dict of a model config, with its ``kind``."""
+    return {"kind": cfg.kind, **to_dict(cfg)}
+
+
+def config_from_dict(data: dict[str, Any], *, where: str | None = None) -> ModelConfig:
+    """Rebuild a model config from `config_to_dict`'s output (strict: unknown keys are errors)."""
+    data = dict(data)
+    kind = data.pop("kind", None)
+    if kind not in MODEL_CONFIGS:
+        where_text = f" in {where}" if where else ""
+        raise ConfigError(f"unknown model kind {kind!r}{where_text}", did_you_mean(str(kind), MODEL_CONFIGS))
+    return from_dict(MODEL_CONFIGS[kind], data, where=where)

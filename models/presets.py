@@ -12,11 +12,13 @@ serves every task of its study.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from interp.splits import Task
 from interp.errors import ConfigError, did_you_mean
 from models.config import QuadraticMLPConfig, TransformerConfig
+
+if TYPE_CHECKING:
+    from interp.splits import Task
 
 _MPSP = dict(d_model=64, d_mlp=128, normalization_type="LN", act_fn="relu", attention_dir="causal")
 
@@ -54,18 +56,3 @@ def preset_config(name: str, task: Task, **overrides: Any) -> TransformerConfig 
         return cls(**{**fields, **sizes, **overrides})
     except TypeError as err:  # an override that is not a field
         raise ConfigError(f"bad override for preset {name!r}: {err}") from None
-
-
-# What each preset is trained on and how, by default (the studies' settings, SCIENCE.md).
-# Plain dicts: `interp.cli` merges them under the user's options into a task config and an
-# `interp.training.loop.TrainConfig`.
-PRESET_TASKS: dict[str, dict[str, Any]] = {
-    **{name: {"name": "mpsp"} for name in ("mpsp-1l1h", "mpsp-1l2h", "mpsp-2l1h", "mpsp-2l2h")},
-    "modadd-1l": {"name": "modadd", "p": 67},
-    "quadratic-mlp": {"name": "modadd", "p": 97},
-}
-PRESET_TRAINING: dict[str, dict[str, Any]] = {
-    **{name: {"epochs": 15000, "lr": 1e-3, "weight_decay": 0.1} for name in PRESET_TASKS if name.startswith("mpsp")},
-    "modadd-1l": {"epochs": 15000, "lr": 1e-3, "weight_decay": 0.0, "weight_norm": 30.0},
-    "quadratic-mlp": {"epochs": 20000, "lr": 1e-2, "weight_decay": 1.0, "loss": "mse", "eval_every": 10},
-}

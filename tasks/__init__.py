@@ -6,7 +6,8 @@
 - `NoiseInjectionTask` (study B): modular addition plus a noise set on new tokens.
 
 Each task satisfies `interp.splits.Task`. `TASKS` is the one registry of task families, and
-`task_from_dict` rebuilds a task from its `to_dict()` form, strictly.
+`task_from_dict` rebuilds a task from its `to_dict()` form, strictly. The configs import no
+torch (the CLI checks them before the heavy imports); building splits does.
 """
 
 from __future__ import annotations
@@ -14,13 +15,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 from interp.config import from_dict
-from interp.splits import Task
 from interp.errors import ConfigError, did_you_mean
-from tasks.counterfactual import counterfactual
+from interp.lazy import lazy_surface
 from tasks.modular import ModAddTask
 from tasks.mpsp import MPSPTask
 from tasks.noise import NoiseInjectionTask
+
+if TYPE_CHECKING:
+    from interp.splits import Task
 
 TASKS: dict[str, type] = {cls.name: cls for cls in (MPSPTask, ModAddTask, NoiseInjectionTask)}
 """Task families by registry name."""
@@ -48,6 +53,8 @@ def task_from_dict(data: Mapping[str, Any], *, where: str | None = None) -> Task
     fields = {k: v for k, v in data.items() if k != "name"}
     return from_dict(TASKS[name], fields, where=where)
 
+
+__getattr__, __dir__ = lazy_surface(__name__, {"counterfactual": "tasks.counterfactual"})
 
 __all__ = [
     "TASKS",

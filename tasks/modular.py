@@ -15,16 +15,16 @@ labels), and the train/test partition never depends on `xi`. Test labels are nev
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import torch
 
-from interp.config import to_dict
-from interp.splits import Split
+from interp.config import check_int, check_real, to_dict
 from interp.errors import ConfigError
 from tasks.seeding import generator
-from interp.config import check_int, check_real
+
+if TYPE_CHECKING:
+    from interp.splits import Split
 
 
 @dataclass(frozen=True)
@@ -137,12 +137,8 @@ class ModAddTask:
         return generator(data_seed, "modadd", "wrong-offset").integers(1, self.p, size=self.n_train)
 
     def _split(self, name: str, pairs: np.ndarray, labels: np.ndarray, corrupted: np.ndarray) -> Split:
+        from interp.splits import Split  # torch only where data is built: the config imports without it
+
         tokens = np.concatenate([pairs, np.full((len(pairs), 1), self.p, dtype=np.int64)], axis=1)
-        corrupted_t = torch.from_numpy(corrupted)
-        return Split(
-            name=name,
-            tokens=torch.from_numpy(tokens),
-            labels=torch.from_numpy(labels.astype(np.int64)),
-            groups={"clean": ~corrupted_t, "corrupted": corrupted_t},
-            extras={"true_labels": torch.from_numpy(pairs.sum(axis=1) % self.p)},
-        )
+        return Split.from_numpy(name, tokens, labels.astype(np.int64), {"clean": ~corrupted, "corrupted": corrupted},
+                                {"true_labels": pairs.sum(axis=1) % self.p})

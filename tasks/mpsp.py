@@ -22,16 +22,18 @@ the requested counts, a `ConfigError` says so.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import torch
 
-from interp.config import to_dict
-from interp.splits import Split
+from interp.config import check_choice, check_int, check_real, to_dict
 from interp.errors import ConfigError
 from tasks.seeding import generator
-from interp.config import check_choice, check_int, check_real
+
+if TYPE_CHECKING:
+    import torch
+
+    from interp.splits import Split
 
 LABELS: dict[str, int] = {"sum-mod2": 2, "sum-mod3": 3}
 """Label names and their modulus m."""
@@ -194,17 +196,15 @@ def mpsp_split(task: MPSPTask, name: str, x: np.ndarray, extras: dict[str, torch
         A split with tokens [batch, n + 1] (SEP appended), labels, groups `consistent` /
         `opposing`, and extras `shortcut`, `argmax_pos` plus `extras`.
     """
+    from interp.splits import Split  # torch only where data is built: the config imports without it
+
     x = np.asarray(x, dtype=np.int64).reshape(-1, task.n)
     labels, shortcut, argmax_pos = features(x, task.m, task.shortcut)
     tokens = np.concatenate([x, np.full((len(x), 1), task.sep, dtype=np.int64)], axis=1)
-    consistent = torch.from_numpy(shortcut == labels)
-    return Split(
-        name=name,
-        tokens=torch.from_numpy(tokens),
-        labels=torch.from_numpy(labels),
-        groups={"consistent": consistent, "opposing": ~consistent},
-        extras={"shortcut": torch.from_numpy(shortcut), "argmax_pos": torch.from_numpy(argmax_pos), **(extras or {})},
-    )
+    consistent = shortcut == labels
+    split = Split.from_numpy(name, tokens, labels, {"consistent": consistent, "opposing": ~consistent},
+                             {"shortcut": shortcut, "argmax_pos": argmax_pos})
+    return Split(split.name, split.tokens, split.labels, split.groups, {**split.extras, **(extras or {})})
 
 
 def _balanced(total: int, m: int) -> np.ndarray:

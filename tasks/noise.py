@@ -18,17 +18,17 @@ by the noise set, and tracks the original task on `test`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import torch
 
-from interp.config import to_dict
-from interp.splits import Split
+from interp.config import check_bool, check_choice, check_int, check_real, to_dict
 from interp.errors import ConfigError
 from tasks.modular import ModAddTask
 from tasks.seeding import generator
-from interp.config import check_bool, check_choice, check_int, check_real
+
+if TYPE_CHECKING:
+    from interp.splits import Split
 
 NOISE_TYPES: tuple[str, ...] = ("random", "square", "sum")
 
@@ -104,20 +104,17 @@ class NoiseInjectionTask:
         Returns:
             Splits with tokens [batch, 3], labels [batch] and groups `original` / `noise`.
         """
+        from interp.splits import Split  # torch only where data is built: the config imports without it
+
         base = self.original.splits(data_seed)
         noise = self._noise_split(data_seed)
-        train = base["train"]
+        train, test = base["train"], base["test"]
         return {
-            "train": Split(
-                name="train",
-                tokens=torch.cat([train.tokens, noise.tokens]),
-                labels=torch.cat([train.labels, noise.labels]),
-                groups=_origin_groups(len(train), len(noise)),
+            "train": Split.from_numpy(
+                "train", np.concatenate([train.tokens.numpy(), noise.tokens.numpy()]),
+                np.concatenate([train.labels.numpy(), noise.labels.numpy()]), _origin_groups(len(train), len(noise)),
             ),
-            "test": Split(
-                name="test", tokens=base["test"].tokens, labels=base["test"].labels,
-                groups=_origin_groups(len(base["test"]), 0),
-            ),
+            "test": Split.from_numpy("test", test.tokens.numpy(), test.labels.numpy(), _origin_groups(len(test), 0)),
             "noise": noise,
         }
 
@@ -134,16 +131,13 @@ class NoiseInjectionTask:
 
     def _noise_split(self, data_seed: int) -> Split:
         a, b = np.divmod(np.arange(self.k**2, dtype=np.int64), self.k)
+        from interp.splits import Split  # torch only where data is built
+
         tokens = np.stack([self.p + 1 + a, self.p + 1 + b, np.full_like(a, self.eq)], axis=1)
-        return Split(
-            name="noise",
-            tokens=torch.from_numpy(tokens),
-            labels=torch.from_numpy(self.noise_labels(data_seed)),
-            groups=_origin_groups(0, self.k**2),
-        )
+        return Split.from_numpy("noise", tokens, self.noise_labels(data_seed), _origin_groups(0, self.k**2))
 
 
-def _origin_groups(n_original: int, n_noise: int) -> dict[str, torch.Tensor]:
+def _origin_groups(n_original: int, n_noise: int) -> dict[str, np.ndarray]:
     """Masks `original` / `noise` for n_original rows followed by n_noise rows, bool [batch]."""
-    noise = torch.cat([torch.zeros(n_original, dtype=torch.bool), torch.ones(n_noise, dtype=torch.bool)])
+    noise = np.concatenate([np.zeros(n_original, dtype=bool), np.ones(n_noise, dtype=bool)])
     return {"original": ~noise, "noise": noise}

@@ -14,13 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from interp.config import from_dict, to_dict
+from interp.config import from_dict
 from interp.errors import ConfigError, did_you_mean
 from interp.sweep.specs import RunSpec, derive_seed, seed_folder
-from interp.training import TrainConfig
-from models import config_to_dict, preset_config
-from models.presets import PRESET_TASKS, PRESET_TRAINING, PRESETS
-from tasks import TASKS, task_from_dict
+from analyses.studies import recipes
+from interp.training.config import TrainConfig
+from models.presets import PRESETS
 
 
 @dataclass(frozen=True)
@@ -67,20 +66,20 @@ def expand(grid: Grid, sweep_dir: str | Path) -> list[RunSpec]:
     names = list(grid.axes)
     specs = []
     for preset in grid.presets:
-        task_fields = {f.name for f in dataclasses.fields(TASKS[PRESET_TASKS[preset]["name"]])}
+        task_fields = recipes.task_fields(preset)
         for unknown in set(names) - task_fields - train_fields:
             raise ConfigError(f"axis {unknown!r} is neither a task nor a training field",
                               did_you_mean(unknown, task_fields | train_fields))
         for values in itertools.product(*(grid.axes[n] for n in names)):
             point = dict(zip(names, values))
-            task = task_from_dict({**PRESET_TASKS[preset], **grid.task, **{k: v for k, v in point.items() if k in task_fields}})
-            model = config_to_dict(preset_config(preset, task))
+            base = recipes.recipe(preset, {**grid.task, **{k: v for k, v in point.items() if k in task_fields}})
+            train = {**grid.train, **{k: v for k, v in point.items() if k not in task_fields}}
+            folder = sweep_dir.joinpath(preset, *(f"{k}={v}" for k, v in point.items()))
             for index in range(grid.seeds):
-                train = {**PRESET_TRAINING[preset], **grid.train, **{k: v for k, v in point.items() if k not in task_fields},
-                         "seed": derive_seed(grid.sweep_seed, index, model), "data_seed": derive_seed(grid.sweep_seed, index, "data")}
-                train = to_dict(from_dict(TrainConfig, train, where=f"grid point {point}"))
-                folder = seed_folder(sweep_dir.joinpath(preset, *(f"{k}={v}" for k, v in point.items())), index)
-                specs.append(RunSpec(folder, model, task.to_dict(), train, {"preset": preset, **point, "seed": index}))
+                seeds = {"seed": derive_seed(grid.sweep_seed, index, base.model),
+                         "data_seed": derive_seed(grid.sweep_seed, index, "data")}
+                specs.append(base.spec(seed_folder(folder, index), {**train, **seeds},
+                                       {"preset": preset, **point, "seed": index}))
     return specs
 
 

@@ -1,4 +1,11 @@
-"""Train a `RunSpec`: the one place where run specs meet models and tasks.
+"""Study recipes: what each model preset trains on and how, and the one merge into run specs.
+
+A preset (`models.presets`) is an architecture. What it is trained on, and with which
+optimiser settings, is study knowledge and lives here: `PRESET_TASKS` and `PRESET_TRAINING`
+(the studies' settings). Options merge in one order, in one place (`recipe` and
+`Recipe.spec`): the task's and `TrainConfig`'s own defaults, then the preset's study settings,
+then the caller's options. `interp train` (`plan_runs`) and the sweep grids
+(`analyses.studies.grids.expand`) both build their runs through it.
 
 `train_spec` is module-level and takes only picklable data, so the same function runs in
 this process (`interp train`), in joblib workers and in Slurm jobs (`interp sweep`).
@@ -6,14 +13,107 @@ this process (`interp train`), in joblib workers and in Slurm jobs (`interp swee
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from interp.config import from_dict
-from interp.sweep.specs import RunSpec
-from interp.errors import ConfigError
-from interp.training import TrainConfig, train
-from models import build_model
-from tasks import task_from_dict
+from interp.config import from_dict, to_dict
+from interp.errors import ConfigError, did_you_mean
+from interp.sweep.specs import RunSpec, seed_folder
+from interp.training.config import TrainConfig
+from models.config import config_to_dict
+from models.presets import PRESETS, preset_config
+from tasks import TASKS, task_from_dict
+
+if TYPE_CHECKING:
+    from interp.splits import Task
+
+DEFAULT_PRESET = "mpsp-2l2h"
+_MPSP_PRESETS = ("mpsp-1l1h", "mpsp-1l2h", "mpsp-2l1h", "mpsp-2l2h")
+
+PRESET_TASKS: dict[str, dict[str, Any]] = {
+    **{name: {"name": "mpsp"} for name in _MPSP_PRESETS},
+    "modadd-1l": {"name": "modadd", "p": 67},
+    "quadratic-mlp": {"name": "modadd", "p": 97},
+}
+"""The task each preset's study trains it on (overridable field by field)."""
+
+PRESET_TRAINING: dict[str, dict[str, Any]] = {
+    **{name: {"epochs": 15000, "lr": 1e-3, "weight_decay": 0.1} for name in _MPSP_PRESETS},
+    "modadd-1l": {"epochs": 15000, "lr": 1e-3, "weight_decay": 0.0, "weight_norm": 30.0},
+    "quadratic-mlp": {"epochs": 20000, "lr": 1e-2, "weight_decay": 1.0, "loss": "mse", "eval_every": 10},
+}
+"""Each preset's study settings of `TrainConfig` (the rest are `TrainConfig`'s defaults)."""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A preset with its task built: what every run of one configuration shares.
+
+    Attributes:
+        preset: The model preset.
+        task: The task config (preset's study task, then the caller's options).
+        model: The model config as a dict (with ``kind``), sized for the task.
+    """
+
+    preset: str
+    task: Task
+    model: dict[str, Any]
+
+    def spec(self, out: str | Path, train: Mapping[str, Any], tags: Mapping[str, Any] | None = None) -> RunSpec:
+        """One run of this recipe into `out`: the preset's training settings, then `train`.
+
+        Raises:
+            ConfigError: If a training field is unknown or invalid.
+        """
+        fields = {**PRESET_TRAINING[self.preset], **train}
+        config = to_dict(from_dict(TrainConfig, fields, where="the training options"))
+        return RunSpec(Path(out), self.model, self.task.to_dict(), config, dict(tags or {}))
+
+    def task_fields(self) -> set[str]:
+        """The fields of this recipe's task family (the others are training fields)."""
+        return task_fields(self.preset)
+
+
+def task_fields(preset: str) -> set[str]:
+    """The config fields of the task family `preset` trains on."""
+    return {f.name for f in dataclasses.fields(TASKS[PRESET_TASKS[preset]["name"]])}
+
+
+def recipe(preset: str, task_options: Mapping[str, Any] | None = None, *, task_name: str | None = None) -> Recipe:
+    """Build `preset`'s task (its study task, then `task_options`) and its model config.
+
+    Args:
+        preset: A model preset.
+        task_options: Task fields to change.
+        task_name: Another task family than the preset's (its own defaults then apply).
+
+    Raises:
+        ConfigError: On an unknown preset, an unknown or invalid task field.
+    """
+    if preset not in PRESETS:
+        raise ConfigError(f"unknown preset {preset!r}", did_you_mean(preset, PRESETS))
+    own = PRESET_TASKS[preset]
+    base = own if task_name in (None, own["name"]) else {"name": task_name}
+    task = task_from_dict({**base, **(task_options or {})}, where="the task options")
+    return Recipe(preset, task, config_to_dict(preset_config(preset, task)))
+
+
+def plan_runs(
+    preset: str, task_options: Mapping[str, Any], train_options: Mapping[str, Any], seeds: Sequence[int] | None,
+    out: str | Path, *, task_name: str | None = None,
+) -> list[RunSpec]:
+    """The runs of `interp train`: one per seed (``out/seed_<s>``), or one into `out` if `seeds` is None.
+
+    Raises:
+        ConfigError: On any unknown or invalid option.
+    """
+    base = recipe(preset, task_options, task_name=task_name)
+    if seeds is None:
+        return [base.spec(out, {**train_options}, {"seed": train_options.get("seed", 0)})]
+    return [base.spec(seed_folder(out, s), {**train_options, "seed": s}, {"seed": s}) for s in seeds]
 
 
 def train_spec(spec: RunSpec, *, device: str = "cpu", progress: bool = False) -> dict[str, Any]:
@@ -22,6 +122,9 @@ def train_spec(spec: RunSpec, *, device: str = "cpu", progress: bool = False) ->
     Returns:
         The run summary (as written to `DONE`).
     """
+    from interp.training import train  # torch: only when training (the CLI reads this module first)
+    from models import build_model
+
     where = str(spec.out / "config.json")
     config = from_dict(TrainConfig, spec.train, where=where)
     task = task_from_dict(spec.task, where=where)
@@ -37,7 +140,8 @@ def train_specs_vectorized(specs: list[RunSpec], *, device: str = "cpu", progres
     Raises:
         ConfigError: If the specs differ in task, model or anything but the training seed.
     """
-    from interp.training.vectorized import train_vectorized
+    from interp.training import train_vectorized
+    from models import build_model
 
     for spec in specs[1:]:  # one task object serves every seed; models and configs are checked there
         if spec.task != specs[0].task:

@@ -290,7 +290,7 @@ def train(preset, task_name, seed, seeds, bf16, out, resume, device, threads, jo
       interp train --preset mpsp-2l2h --seeds 0-31 --vectorize --device cuda --out runs/gpu
       interp train --resume runs/x
     """
-    from interp.cli.train import plan_runs, train_runs
+    from interp.cli.train import runs_from_options, train_runs
 
     if vectorize and not seeds:
         raise ConfigError("--vectorize stacks several seeds into one model, but no --seeds were given",
@@ -299,7 +299,7 @@ def train(preset, task_name, seed, seeds, bf16, out, resume, device, threads, jo
         click.echo("note: --vectorize pays on a GPU; on a CPU separate processes (drop --vectorize) are usually "
                    "faster (benchmarks/multi_seed.py measures both)", err=True)
 
-    specs = plan_runs(
+    specs = runs_from_options(
         preset=preset, task_name=task_name, seed=seed, seeds=_parse_seeds(seeds) if seeds else None,
         bf16=bf16, out=out, resume=resume,
         task_options={f: options[f] for _, f, _, _ in _TASK_OPTIONS if options[f] is not None},

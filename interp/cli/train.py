@@ -1,9 +1,8 @@
 """`interp train`: turn CLI options into run specs, and train them (one, or many seeds).
 
-Part of the composition root (`interp.cli`): the only place where `interp` meets `models` and
-`tasks`. Options merge in this order: the task's and `TrainConfig`'s own defaults, then the
-preset's study settings (`models.presets.PRESET_TASKS` / `PRESET_TRAINING`), then what the user
-gave.
+Part of the composition root (`interp.cli`). Options merge as every run's do, in
+`analyses.studies.recipes`: the task's and `TrainConfig`'s own defaults, then the preset's
+study settings, then what the user gave.
 """
 
 from __future__ import annotations
@@ -12,15 +11,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from interp.config import from_dict, to_dict
-from interp.errors import ConfigError, did_you_mean
+from interp.errors import ConfigError
 from interp.text import format_table
-from interp.sweep.specs import RunSpec, seed_folder
-
-DEFAULT_PRESET = "mpsp-2l2h"
+from interp.sweep.specs import RunSpec
 
 
-def plan_runs(
+def runs_from_options(
     *, preset: str | None, task_name: str | None, seed: int | None, seeds: list[int] | None,
     bf16: bool | None, out: str | None, resume: str | None,
     task_options: dict[str, Any], train_options: dict[str, Any],
@@ -41,24 +37,10 @@ def plan_runs(
         raise ConfigError("--out is required to start a run", "give a new run folder, or --resume RUN")
     if seed is not None and seeds is not None:
         raise ConfigError("--seed and --seeds are exclusive", "use --seeds 0-7 for several seeds")
-    from models import config_to_dict, preset_config
-    from models.presets import PRESET_TASKS, PRESET_TRAINING, PRESETS
-    from tasks import task_from_dict
-    from interp.training import TrainConfig
+    from analyses.studies.recipes import DEFAULT_PRESET, plan_runs
 
-    preset = preset or DEFAULT_PRESET
-    if preset not in PRESETS:
-        raise ConfigError(f"unknown preset {preset!r}", did_you_mean(preset, PRESETS))
-    base_task = PRESET_TASKS[preset] if task_name in (None, PRESET_TASKS[preset]["name"]) else {"name": task_name}
-    task = task_from_dict({**base_task, **task_options}, where="the task options")
-    model = config_to_dict(preset_config(preset, task))
-    specs = []
-    for s in seeds if seeds is not None else [seed or 0]:
-        fields = {**PRESET_TRAINING[preset], **train_options, "seed": s, "bf16": bool(bf16)}
-        train = to_dict(from_dict(TrainConfig, fields, where="the training options"))
-        folder = seed_folder(out, s) if seeds is not None else Path(out)
-        specs.append(RunSpec(folder, model, task.to_dict(), train, tags={"seed": s}))
-    return specs
+    train = {**train_options, "seed": seed or 0, "bf16": bool(bf16)}
+    return plan_runs(preset or DEFAULT_PRESET, task_options, train, seeds, out, task_name=task_name)
 
 
 def _spec_from_run(run_dir: Path) -> RunSpec:
