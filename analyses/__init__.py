@@ -16,10 +16,11 @@ commands, and `interp --help` must start fast); heavy modules load on first use.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from analyses.registry import REGISTRY
 from interp.errors import ConfigError, did_you_mean
+from interp.lazy import lazy_surface
 
 if TYPE_CHECKING:
     from analyses.base import Analysis
@@ -37,13 +38,9 @@ def all_analyses() -> list[Analysis]:
     return [get_analysis(name) for name in REGISTRY]
 
 
-def __getattr__(name: str) -> Any:
-    # `analyses.load_subject` imports models and tasks (hence torch) only when first used.
-    if name == "load_subject":
-        from analyses.subject import load_subject
+# These import models and tasks (hence torch) only when first used.
+_LAZY = {"load_subject": "analyses.subject", "Subject": "analyses.subject", "evolve": "analyses.evolution",
+         "Evolution": "analyses.evolution", "Result": "analyses.base", "Analysis": "analyses.base"}
+__getattr__, __dir__ = lazy_surface(__name__, _LAZY)
 
-        return load_subject
-    raise AttributeError(f"module 'analyses' has no attribute {name!r}")
-
-
-__all__ = ["REGISTRY", "all_analyses", "get_analysis", "load_subject"]
+__all__ = ["REGISTRY", "all_analyses", "get_analysis", *sorted(_LAZY)]

@@ -9,8 +9,8 @@ never returns stale numbers. The results come back joined with `metrics.jsonl` b
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,10 +19,10 @@ from tqdm import tqdm
 
 from interp.store import checkpoint_dir, checkpoint_name, list_checkpoints
 from interp.config import to_dict
-from interp.errors import CheckpointError
+from interp.errors import CheckpointError, ConfigError
 from analyses.base import RESULT_FILE, Analysis, Result
 from interp.store.run_folder import read_metrics
-from analyses.subject import Subject
+from analyses.subject import load_subject
 
 ANALYSES_DIR = "analyses"
 
@@ -61,21 +61,28 @@ def result_folder(run_dir: str | Path, analysis: str, step: int) -> Path:
 
 
 def evolve(
-    run_dir: str | Path, analysis: Analysis, params: Any, load_subject: Callable[[Path], Subject], *,
-    progress: bool = True,
+    run_dir: str | Path, analysis: str | Analysis, params: Any = None, *, progress: bool = True, **values: Any,
 ) -> Evolution:
     """Compute (or load from cache) `analysis` at every checkpoint of `run_dir`.
 
+    Either ``evolve(run, "grads", split="train")`` (the analysis's parameters as keywords) or
+    ``evolve(run, grads, grads.params(split="train"))``.
+
     Args:
         run_dir: A run folder with checkpoints.
-        analysis: The registered analysis to run.
-        params: Its `Params`.
-        load_subject: Opens a checkpoint folder as a `Subject` (`analyses.load_subject`).
+        analysis: A registered analysis, or its name.
+        params: Its `Params` (default: built from `values`).
         progress: Show a progress bar over checkpoints.
+        **values: `Params` fields, when `params` is not given.
 
     Raises:
+        ConfigError: On an unknown analysis or parameter, or both `params` and `values`.
         CheckpointError: If the run has no checkpoints.
     """
+    from analyses import get_analysis
+
+    analysis = get_analysis(analysis) if isinstance(analysis, str) else analysis
+    params = _params(analysis, params, values)
     run_dir = Path(run_dir)
     steps = list_checkpoints(run_dir)
     if not steps:
@@ -91,6 +98,19 @@ def evolve(
             cached.save(folder, figure=False)
         results.append(cached)
     return Evolution(run_dir, analysis.name, steps, results, read_metrics(run_dir))
+
+
+def _params(analysis: Analysis, params: Any, values: dict[str, Any]) -> Any:
+    if params is not None and values:
+        raise ConfigError(f"give {analysis.name}'s params or its fields as keywords, not both",
+                          f"e.g. evolve(run, {analysis.name!r}, {', '.join(f'{k}=...' for k in values)})")
+    if params is not None:
+        return params
+    try:
+        return analysis.params(**values)
+    except TypeError as err:  # an unknown field
+        fields = [f.name for f in dataclasses.fields(analysis.params)]
+        raise ConfigError(f"{analysis.name}: {err}", f"valid: {', '.join(fields)}") from None
 
 
 def _cached(folder: Path, analysis: Analysis, wanted: dict[str, Any]) -> Result | None:

@@ -18,6 +18,7 @@ extensions = [
     "sphinx.ext.napoleon",
     "sphinx.ext.viewcode",
     "analysis_pages",  # docs/_ext: one page per registered analysis, generated from the registry
+    "cli_page",  # docs/_ext: docs/cli.md, generated from the click group
 ]
 html_theme = "furo"
 html_title = "interp"

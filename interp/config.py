@@ -26,15 +26,19 @@ from interp.errors import ConfigError, did_you_mean
 T = TypeVar("T")
 
 
-def param(default: Any, help: str, **kwargs: Any) -> Any:  # noqa: A002 - mirrors click's name
+def param(default: Any, help: str, *, factory: Any = None, **kwargs: Any) -> Any:  # noqa: A002 - click's name
     """A dataclass field with a one-line help text (the CLI's `--help` and the docs show it).
 
     Args:
-        default: The default value (immutable: configs are frozen).
+        default: The default value (immutable: configs are frozen); ignored with `factory`.
         help: One line saying what the field is, with its unit or valid range.
+        factory: A zero-argument callable making the default, for mutable defaults (e.g. `dict`).
         **kwargs: More metadata (e.g. ``cli=False`` to keep a field off the command line).
     """
-    return dataclasses.field(default=default, metadata={"help": help, **kwargs})
+    metadata = {"help": help, **kwargs}
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 def param_help(cls: type) -> dict[str, str]:

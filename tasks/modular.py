@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from interp.config import check_int, check_real, to_dict
+from interp.config import check_int, check_real, param, to_dict
 from interp.errors import ConfigError
 from tasks.seeding import generator
 
@@ -29,13 +29,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ModAddTask:
-    """Config of the modular-addition task.
-
-    Attributes:
-        p: The modulus; tokens ``0..p-1`` are numbers, ``p`` is EQ. At least 2.
-        train_frac: Fraction of the ``p^2`` pairs used for training, in (0, 1).
-        xi: Fraction of training labels corrupted (always to a wrong class), in [0, 1).
-    """
+    """Config of the modular-addition task (studies B and C)."""
 
     name: ClassVar[str] = "modadd"
     # Study C's times: first step at >= 99% on clean train examples, on corrupted ones
@@ -46,9 +40,9 @@ class ModAddTask:
         "t_gen": ("test/acc", 0.99),
     }
 
-    p: int = 97
-    train_frac: float = 0.5
-    xi: float = 0.0
+    p: int = param(97, "The modulus: tokens 0..p-1 are numbers, p is EQ; at least 2.")
+    train_frac: float = param(0.5, "Fraction of the p^2 pairs used for training, in (0, 1).")
+    xi: float = param(0.0, "Fraction of training labels corrupted (always to a wrong class), in [0, 1).")
 
     def __post_init__(self) -> None:
         owner = type(self).__name__

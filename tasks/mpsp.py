@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from interp.config import check_choice, check_int, check_real, to_dict
+from interp.config import check_choice, check_int, check_real, param, to_dict
 from interp.errors import ConfigError
 from tasks.seeding import generator
 
@@ -51,19 +51,7 @@ _MAX_DRAW = 1 << 22
 
 @dataclass(frozen=True)
 class MPSPTask:
-    """Config of one MPSP task (study A).
-
-    Attributes:
-        label: ``"sum-mod2"`` or ``"sum-mod3"``: the true label is ``sum(x) mod m``.
-        shortcut: ``"max"`` (``max(x) mod m``) or ``"first"`` (``x[0] mod m``).
-        r: Spurious ratio: the exact fraction of training examples whose shortcut equals the
-            label, in [0, 1].
-        n: Number of integers per example (the sequence length before SEP), at least 2.
-        vocab: Integers are drawn from ``0..vocab-1``; SEP is ``vocab``. At least m.
-        n_train: Number of training examples.
-        n_val: Number of validation examples (all shortcut-consistent).
-        n_adv: Number of adversarial examples (all shortcut-opposing).
-    """
+    """Config of one MPSP task (study A)."""
 
     name: ClassVar[str] = "mpsp"
     # Study A: a run has *generalized* once adv accuracy reaches 100% at an evaluated epoch;
@@ -77,14 +65,14 @@ class MPSPTask:
         "memorized": ("train/opposing/acc", 1.0),
     }
 
-    label: str = "sum-mod2"
-    shortcut: str = "max"
-    r: float = 0.9
-    n: int = 5
-    vocab: int = 64
-    n_train: int = 16384
-    n_val: int = 2048
-    n_adv: int = 2048
+    label: str = param("sum-mod2", "True rule: sum-mod2 or sum-mod3 (the label is sum(x) mod m).")
+    shortcut: str = param("max", "Spurious feature: max (max(x) mod m) or first (x[0] mod m).")
+    r: float = param(0.9, "Spurious ratio: the exact fraction of training examples whose shortcut equals the label, in [0, 1].")
+    n: int = param(5, "Integers per example (before the readout token SEP), at least 2.")
+    vocab: int = param(64, "Integers are drawn from 0..vocab-1 (SEP is vocab); at least m.")
+    n_train: int = param(16384, "Training examples.")
+    n_val: int = param(2048, "Validation examples (all shortcut-consistent).")
+    n_adv: int = param(2048, "Adversarial examples (all shortcut-opposing).")
 
     def __post_init__(self) -> None:
         owner = type(self).__name__

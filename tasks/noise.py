@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from interp.config import check_bool, check_choice, check_int, check_real, to_dict
+from interp.config import check_bool, check_choice, check_int, check_real, param, to_dict
 from interp.errors import ConfigError
 from tasks.modular import ModAddTask
 from tasks.seeding import generator
@@ -35,25 +35,17 @@ NOISE_TYPES: tuple[str, ...] = ("random", "square", "sum")
 
 @dataclass(frozen=True)
 class NoiseInjectionTask:
-    """Config of study B's noise injection.
-
-    Attributes:
-        p: Modulus of the original task.
-        train_frac: Train fraction of the original task, in (0, 1).
-        k: Number of new number tokens (the noise set has k^2 pairs).
-        noise: ``"random"``, ``"square"`` (``a^2 + b mod k``) or ``"sum"`` (``a + b mod k``).
-        new_classes: Label noise with new classes ``p..p+k-1`` instead of ``0..k-1``.
-    """
+    """Config of study B's noise injection: the original task plus a noise set on new tokens."""
 
     name: ClassVar[str] = "noise"
     # Study B fine-tunes until combined train accuracy exceeds 99.8%.
     milestones: ClassVar[dict[str, tuple[str, float]]] = {"memorized": ("train/acc", 0.998)}
 
-    p: int = 67
-    train_frac: float = 0.5
-    k: int = 37
-    noise: str = "random"
-    new_classes: bool = False
+    p: int = param(67, "Modulus of the original task.")
+    train_frac: float = param(0.5, "Train fraction of the original task, in (0, 1).")
+    k: int = param(37, "New number tokens (the noise set has k^2 pairs).")
+    noise: str = param("random", "Noise labels: random, square (a^2 + b mod k) or sum (a + b mod k).")
+    new_classes: bool = param(False, "Noise labels as new classes p..p+k-1 instead of 0..k-1.")
 
     def __post_init__(self) -> None:
         owner = type(self).__name__

@@ -45,8 +45,8 @@ def phase2_onset(
 def evolutions(run_dir: str | Path, *, progress: bool = False) -> tuple[Evolution, Evolution]:
     """The fingerprint and gradient-group evolutions of a run (cached per checkpoint)."""
     fingerprint, grads = get_analysis("fingerprint"), get_analysis("grads")
-    fp = evolve(run_dir, fingerprint, fingerprint.params(split="adv"), load_subject, progress=progress)
-    gr = evolve(run_dir, grads, grads.params(split="train"), load_subject, progress=progress)
+    fp = evolve(run_dir, fingerprint, fingerprint.params(split="adv"), progress=progress)
+    gr = evolve(run_dir, grads, grads.params(split="train"), progress=progress)
     return fp, gr
 
 

@@ -22,7 +22,6 @@ result tables.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +45,7 @@ from interp.splits import split_digests
 from interp.training import TrainConfig, run_config, train
 from interp.wlmd.sampler import ModelCVs, WLMDConfig, wlmd_produce, wlmd_run
 from interp.wlmd.grid import GridSpec, Schedule
+from analyses.studies.study_b_settings import WLMDSettings
 from models import build_model, load_model, preset_config
 from models.vocab import extend_vocab
 from tasks import ModAddTask, NoiseInjectionTask
@@ -68,55 +68,6 @@ def _source(path: str | Path) -> tuple[torch.nn.Module, Any, dict[str, Any]]:
     return model, ckpt, ckpt.config
 
 
-Y_TOP = 10.2  # upper edge of the y grid: y = 10 * mean sigmoid(...) <= 10
-
-
-@dataclass(frozen=True)
-class Region:
-    """Where WLMD walks (its grid) and which snapshots it keeps (its window), relative to the
-    start model's collective variables ``(x0, y0)`` (``x = ln train loss``, ``y`` = smooth
-    held-out accuracy).
-
-    The defaults are the study's wide grid. A narrow one (e.g. ``Region(0.75, 0.25, 9.5,
-    (4, 7))``) confines the walk to the functional region around the start: that is the
-    CPU-scale protocol of docs/study_b.md.
-
-    Attributes:
-        x_below: The grid starts at ``x0 - x_below`` ...
-        x_above: ... and ends at ``x0 + x_above``.
-        y_low: Lower edge of the y grid (lowered to ``y0 - 0.05`` if the start lies below it);
-            the upper edge is `Y_TOP`.
-        bins: Bins along x and y.
-        window_x: A snapshot is kept if ``|x - x0| <= window_x`` ...
-        window_y: ... and ``y >= min(y0, window_y)`` ("train loss equal to the start's,
-            accuracy 100%").
-    """
-
-    x_below: float = 8.0
-    x_above: float = 4.0
-    y_low: float = 0.0
-    bins: tuple[int, int] = (24, 34)
-    window_x: float = 0.25
-    window_y: float = 9.9
-
-    def __post_init__(self) -> None:
-        if not (self.x_below > 0 and self.x_above > 0):
-            raise ConfigError(f"the grid must hold the start: x_below={self.x_below!r} and x_above={self.x_above!r} "
-                              "must both be > 0")
-        if len(self.bins) != 2 or not all(isinstance(n, int) and n >= 1 for n in self.bins):
-            raise ConfigError(f"bins={self.bins!r} must be two positive integers (bins along x and y)")
-        if not (0 <= self.window_x and self.y_low < Y_TOP):
-            raise ConfigError(f"window_x={self.window_x!r} must be >= 0 and y_low={self.y_low!r} below {Y_TOP}")
-
-    def grid(self, x0: float, y0: float) -> GridSpec:
-        """The entropy grid around a start at ``(x0, y0)``."""
-        return GridSpec((x0 - self.x_below, x0 + self.x_above), (min(self.y_low, y0 - 0.05), Y_TOP), *self.bins)
-
-    def window(self, x0: float, y0: float) -> tuple[float, float, float, float]:
-        """The production window ``(x_lo, x_hi, y_lo, y_hi)`` around a start at ``(x0, y0)``."""
-        return x0 - self.window_x, x0 + self.window_x, min(y0, self.window_y), Y_TOP
-
-
 def source_cvs(source: str | Path, k: float = 6.0) -> tuple[float, float]:
     """Study B's collective variables ``(ln train loss, 10 mean sigmoid(k margin) on test)`` of a
     modular-addition run or checkpoint."""
@@ -136,37 +87,35 @@ def _model_cvs(model: torch.nn.Module, config: dict[str, Any], k: float) -> tupl
 
 
 def wlmd_sample(
-    out: str | Path, source: str | Path, *, steps: int = 20000, production_steps: int = 5000, n_walkers: int = 2,
-    region: Region = Region(), grid: GridSpec | None = None, schedule: Schedule | None = None,
-    window: tuple[float, float, float, float] | None = None,
-    k: float = 6.0, dt: float = 0.01, gamma: float = 0.1, kT: float = 1.0, share_every: int = 100,
-    every: int = 50, max_samples: int = 10, seed: int = 0, checkpoint_every: int = 1000,
+    out: str | Path, source: str | Path, settings: WLMDSettings = WLMDSettings(), *, grid: GridSpec | None = None,
+    schedule: Schedule | None = None, window: tuple[float, float, float, float] | None = None,
 ) -> tuple[Path, list[Path]]:
     """WLMD from the model of `source` on its sphere: entropy phase into ``out/entropy``,
     production into ``out/samples`` (one checkpoint per snapshot in the window).
 
-    The grid and window are `region`'s around the source's ``(x0, y0)`` (default: the study's
-    wide grid, see `Region`), unless `grid` / `window` give absolute ones. The radius is the
-    source run's `weight_norm` (or its current norm).
+    The grid, window and ``ln f`` schedule are `settings`' (its grid and window lie around the
+    source's ``(x0, y0)``; default: the study's wide grid), unless `grid` / `window` /
+    `schedule` give absolute ones. The radius is the source run's `weight_norm` (or its
+    current norm).
     """
     model, ckpt, config = _source(source)
-    cvs, task, splits = _model_cvs(model, config, k)
-    data_seed = config["train"]["data_seed"]
+    cvs, task, splits = _model_cvs(model, config, settings.k)
     theta = cvs.flatten()
     radius = config["train"].get("weight_norm") or float(theta.norm())
     x0, y0 = cvs(theta).tolist()
-    grid = grid or region.grid(x0, y0)
-    window = window or region.window(x0, y0)
-    wcfg = WLMDConfig(grid=grid, schedule=schedule or Schedule(), sigma=(1.0, 1.0), dt=dt, gamma=gamma, kT=kT,
-                      radius=radius, share_every=share_every, seed=seed)
-    settings = {"data_seed": data_seed, "loss": "cross_entropy", "weight_norm": radius}
-    wlmd_config = run_config(model, task, settings, source=str(ckpt.path))
+    wcfg = WLMDConfig(grid=grid or settings.grid(x0, y0), schedule=schedule or settings.schedule(), sigma=(1.0, 1.0),
+                      dt=settings.dt, gamma=settings.gamma, kT=settings.kT, radius=radius,
+                      share_every=settings.share_every, seed=settings.seed)
+    walk = {"data_seed": config["train"]["data_seed"], "loss": "cross_entropy", "weight_norm": radius}
+    folder_config = run_config(model, task, walk, source=str(ckpt.path))
     digests = split_digests(splits)
     out = Path(out)
-    sampler = wlmd_run(out / "entropy", wlmd_config, cvs, theta.expand(n_walkers, -1).clone(), wcfg, steps,
-                       checkpoint_every=checkpoint_every, digests=digests)
-    samples = wlmd_produce(out / "samples", wlmd_config, cvs, sampler, production_steps, window, every=every,
-                           max_samples=max_samples, digests=digests)
+    start = theta.expand(settings.walkers, -1).clone()
+    sampler = wlmd_run(out / "entropy", folder_config, cvs, start, wcfg, settings.steps,
+                       checkpoint_every=settings.checkpoint_every, digests=digests)
+    samples = wlmd_produce(out / "samples", folder_config, cvs, sampler, settings.production_steps,
+                           window or settings.window(x0, y0), every=settings.every, max_samples=settings.max_samples,
+                           digests=digests)
     return out, samples
 
 

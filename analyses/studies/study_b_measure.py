@@ -1,43 +1,42 @@
 """Study B measured: the whole protocol per seed at a configurable (CPU) scale, and its tables.
 
-`measure(out, seeds, Protocol(...))` runs, for every seed, `analyses.studies.study_b`'s steps:
+`measure(out, seeds, StudyBSettings(...))` runs, for every seed, `analyses.studies.study_b`'s steps:
 goldilocks AdamW -> WLMD on a grid confined to the functional region around it -> injection of
 each noise type into both models; every step resumes or is skipped when complete. `table`,
 `summary`, `wlmd_frame` and `rank_table` rebuild the results from the run folders without
 retraining. Command line::
 
-    python -m analyses.studies.study_b_measure OUT [--seeds 0 1 2] [--protocol JSON] [--table-only]
+    interp study-b measure OUT [--seeds 0-2] [--settings JSON] [--table-only]
 
 docs/study_b.md has the protocol's reasoning and the measured table.
 """
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
-import sys
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import torch
 
 from analyses.studies.study_b import (
-    Region, cosine_frame, forgetting_figure, goldilocks, inject, rank_figure, rank_frame, source_cvs, wlmd_sample,
+    cosine_frame, forgetting_figure, goldilocks, inject, rank_figure, rank_frame, source_cvs, wlmd_sample,
 )
+from analyses.studies.study_b_settings import StudyBSettings
 from interp.store import checkpoint_dir, list_checkpoints
-from interp.config import from_dict, to_dict
-from interp.errors import ConfigError, InterpError
+from interp.config import to_dict
+from interp.errors import ConfigError
+from interp.store.atomic import atomic_write_json
 from interp.training.config import FinetuneConfig
 from interp.store.run_folder import is_done, read_config, read_done, read_metrics
 from interp.text import format_table
-from interp.wlmd.grid import Schedule
 from interp.sweep.specs import seed_folder, seed_folders
 
 
+SETTINGS_FILE = "settings.json"
 NOISES = ("random", "square", "sum")
 MODELS = ("adamw", "wlmd")
 # SCIENCE.md, study B: original-task test accuracy after injecting *random* noise (the gap is
@@ -46,74 +45,7 @@ REFERENCE = {"adamw": "< 0.75 (random)", "wlmd": "~0.95 (0.95-0.98, random)"}
 RANK_MATRICES = ("W_Q", "W_K", "W_V", "W_O", "W_in", "W_out", "W_E", "W_U")
 
 
-@dataclass(frozen=True)
-class Protocol:
-    """Every setting of `measure` (defaults: the CPU-scale run of docs/study_b.md).
-
-    Attributes:
-        p: Modulus of ``x + y mod p``.
-        train_frac: Train fraction of the task.
-        weight_norm: Sphere radius of the AdamW run (and of WLMD).
-        epochs: Full-batch epochs of the AdamW run.
-        lr: AdamW learning rate of the AdamW run.
-        model_overrides: `modadd-1l` config fields to change (empty: the preset).
-        wlmd_steps: Steps of the WLMD entropy phase.
-        production_steps: Steps of WLMD production (S frozen).
-        n_walkers: WLMD walkers.
-        dt: WLMD time step.
-        gamma: WLMD thermostat friction.
-        ln_f_max: Plateau of the ramp schedule (plateau = the whole entropy phase).
-        x_below: The grid spans ``ln(train loss)`` from ``x0 - x_below`` ...
-        x_above: ... to ``x0 + x_above`` (x0: the AdamW model's value).
-        n_x: Bins along x.
-        y_low: Lower grid edge of the smooth accuracy y (upper edge 10.2).
-        n_y: Bins along y.
-        window_x: Samples need ``|x - x0| <= window_x`` ...
-        window_y: ... and ``y >= min(y0, window_y)``.
-        every: Production looks at the walkers every this many steps.
-        max_samples: Production stops after this many samples (the last one is injected).
-        k: New tokens of the noise set.
-        max_steps: Step cap of each injection.
-        eval_every: Injection evaluation interval.
-    """
-
-    p: int = 67
-    train_frac: float = 0.5
-    weight_norm: float = 30.0
-    epochs: int = 1000
-    lr: float = 1.5e-3
-    model_overrides: dict[str, Any] = field(default_factory=dict)
-    wlmd_steps: int = 2000
-    production_steps: int = 500
-    n_walkers: int = 1
-    dt: float = 2e-4
-    gamma: float = 0.1
-    ln_f_max: float = 0.01
-    x_below: float = 0.75
-    x_above: float = 0.25
-    n_x: int = 4
-    y_low: float = 9.5
-    n_y: int = 7
-    window_x: float = 0.25
-    window_y: float = 9.9
-    every: int = 50
-    max_samples: int = 4
-    k: int = 37
-    max_steps: int = 2000
-    eval_every: int = 50
-
-    def region(self) -> Region:
-        """The WLMD grid and window around the AdamW model.
-
-        Narrow: the walk starts in the functional region (at the AdamW model) and the grid
-        walls keep it there; a wide grid gives the same in-window distribution, only later (the
-        walk has to come back). The upper x wall is the window's upper edge, where a nearly
-        free walk piles up (more volume at higher loss), so it stays in the window.
-        """
-        return Region(self.x_below, self.x_above, self.y_low, (self.n_x, self.n_y), self.window_x, self.window_y)
-
-
-def wlmd_samples(folder: str | Path, adamw: str | Path, seed: int, protocol: Protocol) -> list[Path]:
+def wlmd_samples(folder: str | Path, adamw: str | Path, seed: int, settings: StudyBSettings) -> list[Path]:
     """WLMD from `adamw` on the narrow grid into ``folder`` (reused if its production is DONE).
 
     Returns:
@@ -122,14 +54,11 @@ def wlmd_samples(folder: str | Path, adamw: str | Path, seed: int, protocol: Pro
     folder = Path(folder)
     if is_done(folder / "samples"):
         return [checkpoint_dir(folder / "samples", s) for s in list_checkpoints(folder / "samples")]
-    schedule = Schedule(ln_f_max=protocol.ln_f_max, rise=min(100, protocol.wlmd_steps), plateau=protocol.wlmd_steps)
-    _, samples = wlmd_sample(folder, adamw, steps=protocol.wlmd_steps, production_steps=protocol.production_steps,
-                             n_walkers=protocol.n_walkers, region=protocol.region(), schedule=schedule, dt=protocol.dt,
-                             gamma=protocol.gamma, every=protocol.every, max_samples=protocol.max_samples, seed=seed)
+    _, samples = wlmd_sample(folder, adamw, dataclasses.replace(settings.wlmd, seed=seed))
     return samples
 
 
-def run_seed(out: str | Path, seed: int, protocol: Protocol = Protocol()) -> Path:
+def run_seed(out: str | Path, seed: int, settings: StudyBSettings = StudyBSettings()) -> Path:
     """Goldilocks AdamW -> WLMD sample -> 3 noise types x 2 models of injection, for one seed.
 
     Every step resumes, or is skipped when its folder is complete. The injected WLMD model is
@@ -139,22 +68,22 @@ def run_seed(out: str | Path, seed: int, protocol: Protocol = Protocol()) -> Pat
     Args:
         out: The parent folder; this seed writes ``out/seed_<seed>/{adamw, wlmd, inject-*}``.
         seed: Model init seed, WLMD seed and seed of the new embedding rows (data seed 0).
-        protocol: Every other setting.
+        settings: Every other setting.
 
     Returns:
         The seed folder.
     """
     folder = seed_folder(out, seed)
-    adamw = goldilocks(folder / "adamw", p=protocol.p, train_frac=protocol.train_frac, weight_norm=protocol.weight_norm,
-                       epochs=protocol.epochs, lr=protocol.lr, seed=seed, model_overrides=protocol.model_overrides)
-    samples = wlmd_samples(folder / "wlmd", adamw, seed, protocol)
+    adamw = goldilocks(folder / "adamw", p=settings.p, train_frac=settings.train_frac, weight_norm=settings.weight_norm,
+                       epochs=settings.epochs, lr=settings.lr, seed=seed, model_overrides=settings.model_overrides)
+    samples = wlmd_samples(folder / "wlmd", adamw, seed, settings)
     if not samples:
         warnings.warn(f"seed {seed}: no WLMD sample in the window; only the AdamW model is injected", stacklevel=2)
     sources = {"adamw": adamw, **({"wlmd": samples[-1]} if samples else {})}
-    cfg = FinetuneConfig(max_steps=protocol.max_steps, eval_every=protocol.eval_every)
+    cfg = FinetuneConfig(lr=settings.injection_lr, max_steps=settings.max_steps, eval_every=settings.eval_every)
     for noise in NOISES:
         for label, source in sources.items():
-            inject(folder / f"inject-{label}-{noise}", source, noise, k=protocol.k, config=cfg, seed=seed)
+            inject(folder / f"inject-{label}-{noise}", source, noise, k=settings.k, config=cfg, seed=seed)
     return folder
 
 
@@ -247,10 +176,25 @@ def rank_table(out: str | Path, noise: str = "random") -> pd.DataFrame:
     return frame.groupby(["matrix", "layer"], sort=False).mean(numeric_only=True).drop(columns="seed").reset_index()
 
 
-def measure(out: str | Path, seeds: Sequence[int] = (0, 1, 2), protocol: Protocol = Protocol()) -> pd.DataFrame:
-    """Run the protocol for every seed (resuming finished steps) and return `table`'s rows."""
+def measure(out: str | Path, seeds: Sequence[int] = (0, 1, 2), settings: StudyBSettings = StudyBSettings()) -> pd.DataFrame:
+    """Run the protocol for every seed (resuming finished steps) and return `table`'s rows.
+
+    The settings are written to ``out/settings.json`` (a folder measured with other settings is
+    refused: its tables would mix two protocols).
+
+    Raises:
+        ConfigError: If `out` was measured with other settings.
+    """
+    out = Path(out)
+    path, wanted = out / SETTINGS_FILE, to_dict(settings)
+    if path.exists() and (found := json.loads(path.read_text())) != wanted:
+        key = next(k for k in wanted if found.get(k) != wanted[k])
+        raise ConfigError(f"{out} was measured with other settings ({key}: {found.get(key)!r}, now {wanted[key]!r})",
+                          "use a new folder, or the same settings")
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, wanted)
     for seed in seeds:
-        run_seed(out, seed, protocol)
+        run_seed(out, seed, settings)
     return table(out)
 
 
@@ -291,48 +235,3 @@ def write_tables(out: str | Path) -> Path:
         lines += [f"## {name}", "", table_text, ""]
     (out / "study_b_tables.txt").write_text("\n".join(lines))
     return out / "study_b_tables.txt"
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m analyses.studies.study_b_measure OUT [--seeds 0 1 2] [--table-only] [--protocol JSON]``."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", type=Path, help="folder of the seed runs (runs/study-b)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--table-only", action="store_true", help="only rebuild the tables from existing runs")
-    parser.add_argument("--protocol", default="{}", help="JSON overrides of Protocol fields, e.g. '{\"dt\": 3e-4}'")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
-    args = parser.parse_args(argv)
-    try:
-        _main(args)
-    except InterpError as err:  # bad --protocol and the like: one line, exit 2 (as the CLI does)
-        print(f"error: {err}", file=sys.stderr)
-        raise SystemExit(2) from None
-
-
-def _json_object(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except ValueError as err:
-        raise ConfigError(f"--protocol {text!r} is not JSON ({err})", 'give e.g. \'{"dt": 3e-4}\'') from None
-    if not isinstance(value, dict):
-        raise ConfigError(f"--protocol {text!r} is not a JSON object", 'give e.g. \'{"dt": 3e-4}\'')
-    return value
-
-
-def _main(args: argparse.Namespace) -> None:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(args.threads)
-    try:
-        if not args.table_only:
-            protocol = from_dict(Protocol, {**to_dict(Protocol()), **_json_object(args.protocol)}, where="--protocol")
-            args.out.mkdir(parents=True, exist_ok=True)
-            (args.out / "protocol.json").write_text(json.dumps(to_dict(protocol), indent=1))
-            measure(args.out, args.seeds, protocol)
-        print(write_tables(args.out).read_text())
-        print(f"figures: {len(write_figures(args.out))} HTML files in {args.out}/seed*/")
-    finally:
-        torch.set_num_threads(threads)
-
-
-if __name__ == "__main__":
-    main()

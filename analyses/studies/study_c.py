@@ -16,12 +16,11 @@ Reads the folders written by ``interp sweep --grid study-c`` (noise levels xi x 
 * `write_study_c(sweep, wd_sweep)`: all of it into ``SWEEP/study_c/``.
 
 Command line (no `interp` needed):
-``python -m analyses.studies.study_c runs/study-c [--wd runs/study-c-wd] [--ipr] [--out DIR]``.
+``interp study-c report runs/study-c [--wd runs/study-c-wd] [--ipr] [--out DIR]``.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -263,7 +262,7 @@ def ipr_evolution_figure(runs: pd.DataFrame, seed: int = 0) -> go.Figure:
     palette = ["#440154", "#443983", "#31688e", "#21918c", "#35b779", "#90d743", "#fde725"]
     chosen = runs[(runs["seed"] == seed) & runs["run"].map(lambda r: bool(list_checkpoints(r)))]
     for i, row in enumerate(chosen.sort_values("xi").itertuples()):
-        frame = evolve(row.run, analysis, analysis.params(), load_subject, progress=False).to_frame()
+        frame = evolve(row.run, analysis, analysis.params(), progress=False).to_frame()
         by_step = frame.groupby("step")["ipr"]
         x = np.maximum(by_step.median().index.to_numpy(), 1)
         for col, values in ((1, by_step.median()), (2, by_step.apply(lambda v: float((v > 0.5).mean())))):
@@ -334,26 +333,3 @@ def train_seed_major(grid_name: str, sweep_dir: str | Path, *, epochs: int | Non
     ordered = sorted(specs, key=lambda s: (s.tags["seed"], specs.index(s)))
     outcomes = run_sweep(ordered, partial(train_spec), LocalExecutor(jobs=1, threads=threads), progress=False)
     return sum(not outcome.ok for outcome in outcomes)
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m analyses.studies.study_c SWEEP [--wd WD_SWEEP] [--out DIR]``."""
-    parser = argparse.ArgumentParser(prog="python -m analyses.studies.study_c", description=main.__doc__)
-    parser.add_argument("sweep", help="Folder of `interp sweep --grid study-c`.")
-    parser.add_argument("--wd", default=None, help="Folder of `interp sweep --grid study-c-wd`.")
-    parser.add_argument("--out", default=None, help="Output folder [default: SWEEP/study_c].")
-    parser.add_argument("--ipr", action="store_true", help="Also draw the IPR evolution of seed 0 at every xi.")
-    parser.add_argument("--train", metavar="GRID", default=None,
-                        help="First train grid GRID into SWEEP seed by seed (see `train_seed_major`).")
-    parser.add_argument("--epochs", type=int, default=None, help="With --train: epochs per run.")
-    args = parser.parse_args(argv)
-    if args.train:
-        failed = train_seed_major(args.train, args.sweep, epochs=args.epochs)
-        print(f"{failed} runs failed")
-    out = write_study_c(args.sweep, args.wd, args.out, ipr=args.ipr)
-    print(markdown_table(xi_table(runs_table(args.sweep))))
-    print(f"wrote {out}")
-
-
-if __name__ == "__main__":
-    main()

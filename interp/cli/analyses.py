@@ -1,48 +1,23 @@
-"""CLI subcommands generated from the analysis registry (`interp patch`, `interp grads`, ...).
-
-`AnalysisGroup` lists the registry's names and summaries without importing any analysis (so
-`interp --help` stays torch-free) and builds a command from an analysis's `Params` dataclass
-only when that command is invoked: one option per field, with the field's help text.
+"""The analysis commands: one per registered analysis (`interp patch`, `interp grads`, ...),
+generated from its `Params` dataclass when invoked, plus `interp evolve` and `interp describe`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
 import click
 
+from interp.cli.options import config_params
 from interp.store.run_folder import run_of
-from analyses.registry import REGISTRY
-
-
-class AnalysisGroup(click.Group):
-    """A click group whose analysis subcommands are generated lazily from the registry."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(set(super().list_commands(ctx)) | set(REGISTRY))
-
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name in REGISTRY and name not in self.commands:
-            self.add_command(analysis_command(name))
-        return super().get_command(ctx, name)
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        # `interp --help` lists analyses from the registry's summaries, importing none of them.
-        rows = [(name, REGISTRY[name][1] if name in REGISTRY else self.commands[name].get_short_help_str(70))
-                for name in self.list_commands(ctx)]
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
 
 
 def analysis_command(name: str) -> click.Command:
     """Build the click command of analysis `name` from its `Params` fields."""
     from analyses import get_analysis
-    from analyses.base import param_help
 
     analysis = get_analysis(name)
-    helps = param_help(analysis.params)
 
     def run(ckpt: str, out: str | None, **values: Any) -> None:
         from analyses import load_subject
@@ -63,19 +38,55 @@ def analysis_command(name: str) -> click.Command:
         click.Option(["--out"], default=None, type=click.Path(file_okay=False),
                      help="Result folder [default: RUN/analyses/NAME/step_N]."),
     ]
-    for field in dataclasses.fields(analysis.params):
-        options.append(_option(field, helps[field.name]))
+    options += config_params(analysis.params)
     return click.Command(name, callback=run, params=options, help=analysis.summary, short_help=analysis.summary)
-
-
-def _option(field: dataclasses.Field, help_text: str) -> click.Option:
-    flag = "--" + field.name.replace("_", "-")
-    if isinstance(field.default, bool):
-        return click.Option([f"{flag}/--no-{flag[2:]}", field.name], default=field.default, show_default=True, help=help_text)
-    return click.Option([flag, field.name], type=type(field.default), default=field.default, show_default=True, help=help_text)
 
 
 def default_out(checkpoint: str | None, name: str) -> Path:
     """`RUN/analyses/NAME/step_N` for checkpoint `RUN/checkpoints/step_N`."""
     ckpt = Path(checkpoint or ".")
     return run_of(ckpt) / "analyses" / name / ckpt.name
+
+
+@click.command()
+@click.option("--run", "run_dir", type=click.Path(file_okay=False), required=True, help="A run folder.")
+@click.option("--analysis", default=None, help="A registered analysis to evolve [default: study A's circuit figure].")
+@click.option("--out", type=click.Path(file_okay=False), default=None, help="Output folder [default: RUN/evolution].")
+@click.option("--no-progress", is_flag=True, help="Hide progress bars.")
+def evolve(run_dir: str, analysis: str | None, out: str | None, no_progress: bool) -> None:
+    """Run an analysis over every checkpoint of a run (cached per step), or draw study A's
+    circuit-evolution figure and checkpoint explorer."""
+    from analyses import get_analysis
+    from analyses.evolution import evolve as evolve_run
+
+    folder = Path(out) if out else Path(run_dir) / "evolution"
+    folder.mkdir(parents=True, exist_ok=True)
+    if analysis is None:
+        from analyses.studies.study_a import attention_explorer, circuit_evolution_figure
+
+        circuit_evolution_figure(run_dir, progress=not no_progress).write_html(folder / "circuit_evolution.html", include_plotlyjs="directory")
+        attention_explorer(run_dir).write_html(folder / "explorer.html", include_plotlyjs="directory")
+        click.echo(f"wrote {folder / 'circuit_evolution.html'} and {folder / 'explorer.html'}")
+        return
+    entry = get_analysis(analysis)
+    evolution = evolve_run(run_dir, entry, entry.params(), progress=not no_progress)
+    frame = evolution.to_frame()
+    frame.to_csv(folder / f"{analysis}.csv", index=False)
+    click.echo(f"{analysis} over {len(evolution.steps)} checkpoints -> {folder / f'{analysis}.csv'}")
+
+
+@click.command()
+@click.option("--label", default="sum-mod2", show_default=True, help="True rule: sum-mod2 or sum-mod3.")
+@click.option("--shortcut", default="max", show_default=True, help="Spurious feature: max or first.")
+@click.option("--r", "r", default=0.9, show_default=True, type=float, help="Spurious ratio of the train split, in [0, 1].")
+@click.option("--preset", default="mpsp-2l2h", show_default=True, help="Model preset.")
+@click.option("--data-seed", default=0, show_default=True, type=int, help="Seed of the data splits.")
+def describe(label: str, shortcut: str, r: float, preset: str, data_seed: int) -> None:
+    """Build a study-A dataset and model and print a summary of both (sizes, ratios, hooks)."""
+    from interp.text import summarize_task_and_model
+    from models import build_model, preset_config
+    from tasks import MPSPTask
+
+    task = MPSPTask(label=label, shortcut=shortcut, r=r)
+    model = build_model(preset_config(preset, task))
+    click.echo(summarize_task_and_model(task, task.splits(data_seed), model, preset=preset))

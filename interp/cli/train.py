@@ -11,15 +11,19 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import click
+
+from interp.cli.options import config_options, given, parse_seeds
 from interp.errors import ConfigError
+from interp.training.config import TrainConfig
+from tasks import TASKS
 from interp.text import format_table
 from interp.sweep.specs import RunSpec
 
 
 def runs_from_options(
     *, preset: str | None, task_name: str | None, seed: int | None, seeds: list[int] | None,
-    bf16: bool | None, out: str | None, resume: str | None,
-    task_options: dict[str, Any], train_options: dict[str, Any],
+    out: str | None, resume: str | None, task_options: dict[str, Any], train_options: dict[str, Any],
 ) -> list[RunSpec]:
     """Validate the options and return one `RunSpec` per run to train.
 
@@ -28,7 +32,7 @@ def runs_from_options(
     """
     if resume is not None:
         given = [name for name, value in [("--preset", preset), ("--task", task_name), ("--seed", seed),
-                 ("--seeds", seeds), ("--bf16", bf16), ("--out", out)] if value is not None]
+                 ("--seeds", seeds), ("--out", out)] if value is not None]
         given += [f"--{k.replace('_', '-')}" for k in {**task_options, **train_options}]
         if given:
             raise ConfigError(f"--resume continues a run as configured; {given[0]} cannot be changed", "drop it")
@@ -39,7 +43,7 @@ def runs_from_options(
         raise ConfigError("--seed and --seeds are exclusive", "use --seeds 0-7 for several seeds")
     from analyses.studies.recipes import DEFAULT_PRESET, plan_runs
 
-    train = {**train_options, "seed": seed or 0, "bf16": bool(bf16)}
+    train = {**train_options, "seed": seed or 0}
     return plan_runs(preset or DEFAULT_PRESET, task_options, train, seeds, out, task_name=task_name)
 
 
@@ -128,3 +132,54 @@ def format_run_summary(run_dir: Path, summary: dict[str, Any]) -> str:
         when = f"epoch {m['step']}, {'kept' if m['kept'] else 'not kept'} at the end" if m["step"] is not None else "never"
         lines.append(f"{name} ({m['metric']} >= {m['threshold']}): {when}")
     return "\n".join(lines)
+
+
+# `interp train`'s task and training options come from the config dataclasses themselves.
+# They default to None: only what the user gives is passed on, so each task family keeps its
+# own defaults (and rejects fields it does not have: "unknown key 'xi' for MPSPTask") and a
+# preset's study settings apply where the user is silent.
+_TASK_OPTIONS = config_options(*TASKS.values(), defaults=False, label=lambda cls: cls.name)
+_TRAIN_OPTIONS = config_options(TrainConfig, exclude=("seed",), defaults=False)
+
+
+@click.command()
+@click.option("--preset", default=None, help="Model preset (e.g. mpsp-2l2h, modadd-1l, quadratic-mlp).")
+@click.option("--task", "task_name", default=None, help="Task family: mpsp, modadd or noise (default: the preset's).")
+@_TASK_OPTIONS
+@_TRAIN_OPTIONS
+@click.option("--seed", default=None, type=int, help="Seed of the model init and minibatch order [default: 0].")
+@click.option("--seeds", default=None, help="Train several seeds, each into OUT/seed_<s>: e.g. 0-7 or 0,3,5.")
+@click.option("--out", type=click.Path(file_okay=False), default=None, help="Run folder to create (or resume).")
+@click.option("--resume", type=click.Path(file_okay=False), default=None, help="Continue the run in this folder from its LATEST checkpoint.")
+@click.option("--device", default="cpu", show_default=True, help="cpu, cuda, cuda:1, ...")
+@click.option("--threads", default=None, type=int, help="CPU threads per run [default: all cores / parallel runs].")
+@click.option("--jobs", default=None, type=int, help="Runs trained in parallel with --seeds [default: min(seeds, cores)].")
+@click.option("--vectorize", is_flag=True,
+              help="With --seeds: train every seed in this process as one vectorised model (torch.func; pays on a GPU).")
+@click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
+def train(preset, task_name, seed, seeds, out, resume, device, threads, jobs, vectorize, no_progress, **options) -> None:
+    """Train a model on a task into a run folder (resumable; a finished run is not retrained).
+
+    Task and training options default to the preset's study settings, then to the task's and
+    TrainConfig's own defaults (docs: Training).
+
+    \b
+    Examples:
+      interp train --preset mpsp-2l2h --r 0.9 --epochs 15000 --seed 0 --out runs/x
+      interp train --preset mpsp-1l1h --r 0.9 --seeds 0-7 --out runs/sweep
+      interp train --preset mpsp-2l2h --seeds 0-31 --vectorize --device cuda --out runs/gpu
+      interp train --resume runs/x
+    """
+    if vectorize and not seeds:
+        raise ConfigError("--vectorize stacks several seeds into one model, but no --seeds were given",
+                          "add e.g. --seeds 0-7")
+    if vectorize and device.startswith("cpu"):
+        click.echo("note: --vectorize pays on a GPU; on a CPU separate processes (drop --vectorize) are usually "
+                   "faster (benchmarks/multi_seed.py measures both)", err=True)
+
+    specs = runs_from_options(
+        preset=preset, task_name=task_name, seed=seed, seeds=parse_seeds(seeds) if seeds else None,
+        out=out, resume=resume, task_options=given(options, _TASK_OPTIONS.names),
+        train_options=given(options, _TRAIN_OPTIONS.names),
+    )
+    click.echo(train_runs(specs, device=device, threads=threads, jobs=jobs, progress=not no_progress, vectorize=vectorize))

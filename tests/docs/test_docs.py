@@ -74,3 +74,53 @@ def test_every_error_class_has_a_section_on_the_errors_page():
         anchor = getattr(cls, "anchor", cls.__name__.lower())
         assert f"({anchor})=" in text and f"## {cls.__name__}" in text, cls.__name__
 
+
+
+SUBMODULE_IMPORT = re.compile(r"^\s*(?:from\s+interp\.[\w.]+\s+import|import\s+interp\.)", re.MULTILINE)
+
+
+@pytest.mark.parametrize("path", [*TUTORIALS, DOCS.parent / "README.md"], ids=lambda p: p.stem)
+def test_tutorials_and_readme_import_interp_only_from_its_root(path):
+    # `import interp` / `from interp import ...` is the notebook surface; submodule paths are
+    # the layout, free to change.
+    offenders = [line.strip() for line in SUBMODULE_IMPORT.findall(path.read_text())]
+    assert not offenders, f"{path.name}: {offenders}"
+
+
+def test_every_public_name_of_interp_and_its_subpackages_resolves_without_torch_until_used():
+    import importlib
+    import subprocess
+
+    code = ("import sys, interp, interp.store, interp.training, interp.dissect, interp.wlmd, interp.sweep\n"
+            "assert 'torch' not in sys.modules, 'importing the packages imported torch'\n"
+            "for pkg in (interp, interp.store, interp.training, interp.dissect, interp.wlmd, interp.sweep):\n"
+            "    assert set(pkg.__all__) <= set(dir(pkg))\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
+    for package in ("interp", "interp.store", "interp.training", "interp.dissect", "interp.wlmd", "interp.sweep"):
+        module = importlib.import_module(package)
+        missing = [name for name in module.__all__ if getattr(module, name, None) is None]
+        assert not missing, f"{package}: {missing}"
+
+
+def _cli_page():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("cli_page", DOCS / "_ext" / "cli_page.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_cli_page_documents_every_command_and_option():
+    import click
+
+    cli_page = _cli_page()
+    text = cli_page.page()
+    ctx = click.Context(cli, info_name="interp")
+    for name, command in cli_page.commands(cli, ctx):
+        if name.split()[1] in REGISTRY:
+            continue  # each analysis has its own generated page
+        assert f"## `{name}`" in text, name
+        for param in command.params:
+            if isinstance(param, click.Option):
+                assert f"`{param.opts[0]}`" in text, f"{name} {param.opts[0]}"

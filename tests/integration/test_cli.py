@@ -113,3 +113,16 @@ def test_vectorized_seeds_train_in_this_process_into_one_folder_each(capsys, tmp
     assert is_done(tmp_path / "seed_0") and is_done(tmp_path / "seed_2")
     assert read_config(tmp_path / "seed_2")["train"]["seed"] == 2
     assert "seed_0" in stdout and "seed_2" in stdout
+
+
+def test_every_listed_command_loads_from_its_module():
+    import click
+
+    from interp.cli import cli
+    from interp.cli.group import COMMANDS
+
+    ctx = click.Context(cli, info_name="interp")
+    for name, (module, summary) in COMMANDS.items():
+        command = cli.get_command(ctx, name)
+        assert isinstance(command, click.Command) and command.callback.__module__ == module, name
+        assert summary and len(summary) <= 100, name

@@ -45,7 +45,7 @@ def test_wlmd_runs_both_phases_into_resumable_folders(goldilocks, tmp_path, caps
 
 def test_wlmd_grid_options_set_the_entropy_grid(goldilocks, tmp_path, capsys):
     code, _, err = _cli(capsys, "wlmd", "--ckpt", goldilocks, "--out", tmp_path / "w", "--steps", "4",
-                        "--production-steps", "2", "--every", "1", "--walkers", "1", "--x-span", "0.75", "0.25",
+                        "--production-steps", "2", "--every", "1", "--walkers", "1", "--x-below", "0.75", "--x-above", "0.25",
                         "--y-low", "0.5", "--bins", "4", "7")
     assert code == 0, err
     S = load_checkpoint(tmp_path / "w" / "entropy").train_state["wlmd"]["S"]
@@ -53,8 +53,8 @@ def test_wlmd_grid_options_set_the_entropy_grid(goldilocks, tmp_path, capsys):
 
 
 def test_wlmd_refuses_a_grid_without_the_start(goldilocks, tmp_path, capsys):
-    code, _, err = _cli(capsys, "wlmd", "--ckpt", goldilocks, "--out", tmp_path / "w", "--x-span", "0", "1")
-    assert code == 2 and "x_below=0.0" in err and not (tmp_path / "w").exists()
+    code, _, err = _cli(capsys, "wlmd", "--ckpt", goldilocks, "--out", tmp_path / "w", "--x-below", "0", "--x-above", "1")
+    assert code == 2 and "WLMDSettings.x_below = 0.0" in err and not (tmp_path / "w").exists()
 
 
 def test_inject_refuses_a_study_a_run(tmp_path, capsys):

@@ -79,7 +79,7 @@ def test_evolution_equals_the_single_checkpoint_analysis_and_is_cached(sweep_dir
     run = read_sweep(sweep_dir)[0][0].out
     analysis = get_analysis("fingerprint")
     params = analysis.params(split="adv")
-    evolution = evolve(run, analysis, params, load_subject, progress=False)
+    evolution = evolve(run, analysis, params, progress=False)
     assert evolution.steps == list_checkpoints(run)
     for step, result in zip(evolution.steps, evolution.results):
         direct = analysis.compute(load_subject(checkpoint_dir(run, step)), params)
@@ -87,7 +87,7 @@ def test_evolution_equals_the_single_checkpoint_analysis_and_is_cached(sweep_dir
             torch.testing.assert_close(getattr(result, name), getattr(direct, name), equal_nan=True)
     calls = []
     counting = dataclasses.replace(analysis, compute=lambda *a: calls.append(a))
-    evolve(run, counting, params, load_subject, progress=False)
+    evolve(run, counting, params, progress=False)
     assert calls == []  # everything came from the cache
     assert set(evolution.to_frame()["step"]) == set(evolution.steps)
 
@@ -95,8 +95,8 @@ def test_evolution_equals_the_single_checkpoint_analysis_and_is_cached(sweep_dir
 def test_changed_params_recompute_instead_of_returning_stale_results(sweep_dir):
     run = read_sweep(sweep_dir)[0][0].out
     analysis = get_analysis("fingerprint")
-    on_adv = evolve(run, analysis, analysis.params(split="adv"), load_subject, progress=False)
-    on_val = evolve(run, analysis, analysis.params(split="val"), load_subject, progress=False)
+    on_adv = evolve(run, analysis, analysis.params(split="adv"), progress=False)
+    on_val = evolve(run, analysis, analysis.params(split="val"), progress=False)
     assert all(r.split == "val" for r in on_val.results) and all(r.split == "adv" for r in on_adv.results)
 
 

@@ -101,7 +101,7 @@ def test_cli_equals_python_api_on_a_quadratic_run(name, run_dir, tmp_path, capsy
 def test_ipr_evolves_over_checkpoints(run_dir):
     from analyses.evolution import evolve
 
-    evolution = evolve(run_dir, get_analysis("ipr"), get_analysis("ipr").params(), load_subject, progress=False)
+    evolution = evolve(run_dir, get_analysis("ipr"), get_analysis("ipr").params(), progress=False)
     frame = evolution.to_frame()
     assert set(frame["step"]) == set(evolution.steps) and len(frame) == 16 * len(evolution.steps)
     assert "test/acc" in frame

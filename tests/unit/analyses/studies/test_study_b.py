@@ -65,10 +65,10 @@ def test_injection_resumes_bit_identically(source, tmp_path):
 
 
 def test_protocol_end_to_end(source, tmp_path):
+    settings = study_b.WLMDSettings(steps=6, production_steps=4, walkers=2, every=1, max_samples=2, checkpoint_every=3)
     out, samples = study_b.wlmd_sample(
-        tmp_path / "wlmd", source, steps=6, production_steps=4, n_walkers=2, every=1, max_samples=2,
-        grid=GridSpec((-10.0, 4.0), (0.0, 10.5), 14, 21), schedule=Schedule(ln_f_max=0.05, rise=2, plateau=2),
-        window=(-10.0, 4.0, 0.0, 10.5), checkpoint_every=3,
+        tmp_path / "wlmd", source, settings, grid=GridSpec((-10.0, 4.0), (0.0, 10.5), 14, 21),
+        schedule=Schedule(ln_f_max=0.05, rise=2, plateau=2), window=(-10.0, 4.0, 0.0, 10.5),
     )
     assert len(samples) == 2
     cfg = FinetuneConfig(max_steps=3, eval_every=1)

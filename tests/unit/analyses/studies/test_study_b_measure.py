@@ -7,13 +7,16 @@ import pytest
 import torch
 
 from analyses.studies import study_b, study_b_measure
+from analyses.studies.study_b_settings import Y_TOP, StudyBSettings, settings_with
+from interp.cli import main
+from interp.errors import ConfigError
 from interp.sweep.specs import seed_folder
 
-TINY = study_b_measure.Protocol(
-    p=7, weight_norm=6.0, epochs=30, lr=3e-2,
-    model_overrides={"d_model": 8, "n_heads": 2, "d_head": 4, "d_mlp": 16},
-    wlmd_steps=6, production_steps=4, dt=1e-3, every=1, max_samples=2, y_low=0.0, window_y=0.0, k=3, max_steps=3, eval_every=1,
-)
+TINY = settings_with({
+    "p": 7, "weight_norm": 6.0, "epochs": 30, "lr": 3e-2, "model_overrides": {"d_model": 8, "n_heads": 2, "d_head": 4, "d_mlp": 16},
+    "wlmd": {"steps": 6, "production_steps": 4, "dt": 1e-3, "every": 1, "max_samples": 2, "y_low": 0.0, "window_y": 0.0},
+    "k": 3, "max_steps": 3, "eval_every": 1,
+})
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +24,7 @@ def measured(tmp_path_factory):
     out, before = tmp_path_factory.mktemp("measure"), torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return out, study_b_measure.measure(out, seeds=(0,), protocol=TINY)
+        return out, study_b_measure.measure(out, seeds=(0,), settings=TINY)
     finally:
         torch.set_num_threads(before)
 
@@ -43,30 +46,39 @@ def test_tables_from_the_run_folders(measured, capsys):
     wl = study_b_measure.wlmd_frame(out)
     assert wl.loc[0, "samples"] >= 1 and -1 <= wl.loc[0, "cosine_adamw_wlmd"] <= 1 + 1e-9
     x0, _ = study_b.source_cvs(seed_folder(out, 0) / "adamw")
-    assert abs(wl.loc[0, "x_wlmd"] - x0) <= TINY.window_x + 1e-6  # the sample is in the window
+    assert abs(wl.loc[0, "x_wlmd"] - x0) <= TINY.wlmd.window_x + 1e-6  # the sample is in the window
     ranks = study_b_measure.rank_table(out)
     assert {"adamw before", "adamw after", "wlmd before", "wlmd after"} <= set(ranks.columns)
     assert set(ranks["matrix"]) <= set(study_b_measure.RANK_MATRICES) and (ranks["wlmd before"] >= 1).all()
-    study_b_measure.main([str(out), "--table-only"])
+    with pytest.raises(SystemExit) as info:
+        main(["study-b", "measure", str(out), "--seeds", "0", "--table-only"])
+    assert info.value.code == 0
     assert "## summary" in capsys.readouterr().out and (out / "study_b_runs.csv").exists()
     figures = sorted(p.name for p in (seed_folder(out, 0)).glob("*.html"))
     assert figures == ["forgetting_random.html", "forgetting_square.html", "forgetting_sum.html", "ranks_random.html"]
 
 
-def test_the_protocol_region_holds_the_start_and_the_window():
-    region = study_b_measure.Protocol().region()
+def test_a_folder_measured_with_other_settings_is_refused(measured):
+    out, _ = measured
+    with pytest.raises(ConfigError, match="measured with other settings"):
+        study_b_measure.measure(out, seeds=(0,), settings=settings_with({"epochs": 31}, TINY))
+
+
+def test_the_cpu_protocol_region_holds_the_start_and_the_window():
+    region = StudyBSettings().wlmd
     grid, window = region.grid(-4.0, 9.99), region.window(-4.0, 9.99)
-    assert grid.contains(-4.0, 9.99) and window == (-4.25, -3.75, 9.9, study_b.Y_TOP)
+    assert grid.contains(-4.0, 9.99) and window == (-4.25, -3.75, 9.9, Y_TOP)
     assert grid.x_range == (-4.75, -3.75) and grid.y_range[0] == 9.5
     # A start below y_low is still inside the grid: the lower edge moves under it.
     assert region.grid(-4.0, 9.2).contains(-4.0, 9.2)
 
 
-@pytest.mark.parametrize("protocol, message", [('{"dtt": 1e-4}', "unknown key 'dtt'"), ("dt=1e-4", "is not JSON"),
+@pytest.mark.parametrize("settings, message", [('{"wlmd": {"dtt": 1e-4}}', "unknown key 'dtt'"),
+                                               ('{"epochz": 3}', "unknown key 'epochz'"), ("dt=1e-4", "is not JSON"),
                                                ("[1]", "not a JSON object")])
-def test_a_bad_protocol_override_exits_2_with_one_line(tmp_path, capsys, protocol, message):
+def test_bad_settings_exit_2_with_one_line(tmp_path, capsys, settings, message):
     with pytest.raises(SystemExit) as info:
-        study_b_measure.main([str(tmp_path / "out"), "--protocol", protocol])
+        main(["study-b", "measure", str(tmp_path / "out"), "--settings", settings])
     err = capsys.readouterr().err
     assert info.value.code == 2 and message in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()  # nothing started

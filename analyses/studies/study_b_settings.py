@@ -1,0 +1,140 @@
+"""Study B's settings: one WLMD settings dataclass, and the whole protocol's (no torch).
+
+`WLMDSettings` holds every setting of a WLMD sampling run from a start model (the walk, its
+grid and window relative to the start's collective variables, the ``ln f`` schedule, the
+production): `analyses.studies.study_b.wlmd_sample` takes it, `interp wlmd` generates its
+options from it, and `StudyBSettings` nests it. Its defaults are the study's wide grid with
+the time step the measured protocol used (2e-4); `CPU_WLMD` is the CPU-scale protocol's
+narrow grid around the start (docs/study_b.md has the reasoning).
+
+`StudyBSettings` is every setting of `analyses.studies.study_b_measure.measure`: the
+goldilocks AdamW run, the WLMD settings and the noise injection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from interp.config import check_int, check_real, from_dict, param, to_dict
+from interp.errors import ConfigError
+
+if TYPE_CHECKING:
+    from interp.wlmd.grid import GridSpec, Schedule
+
+Y_TOP = 10.2  # upper edge of the y grid: y = 10 * mean sigmoid(...) <= 10
+
+
+@dataclass(frozen=True)
+class WLMDSettings:
+    """Every setting of a WLMD sampling run started from a trained model."""
+
+    steps: int = param(20000, "Entropy-phase steps.")
+    production_steps: int = param(5000, "Steps with S frozen, saving in-window snapshots.")
+    walkers: int = param(2, "Walkers sharing S.")
+    dt: float = param(2e-4, "Verlet time step (a parameter moves about dt * sqrt(P) per step).")
+    gamma: float = param(0.1, "Thermostat friction per step, in (0, 1].")
+    kT: float = param(1.0, "Thermostat temperature (velocity scale).")
+    k: float = param(6.0, "Sharpness of the smooth accuracy: y = 10 * mean sigmoid(k * margin).")
+    share_every: int = param(100, "Walkers average their S every this many steps.")
+    ln_f_max: float = param(0.01, "Plateau of the ln f ramp schedule.")
+    rise: int = param(100, "Steps of the ln f linear rise (capped at the entropy phase).")
+    plateau: int | None = param(None, "Steps of the ln f plateau [default: the whole entropy phase].")
+    x_below: float = param(8.0, "The grid of x = ln(train loss) starts at x0 - x_below (x0: the start's) ...")
+    x_above: float = param(4.0, "... and ends at x0 + x_above.")
+    y_low: float = param(0.0, f"Lower grid edge of the smooth accuracy y (the upper edge is {Y_TOP}).")
+    bins: tuple[int, int] = param((24, 34), "Grid bins along x and y.")
+    window_x: float = param(0.25, "Keep production snapshots with |x - x0| <= window_x ...")
+    window_y: float = param(9.9, "... and y >= min(y0, window_y).")
+    every: int = param(50, "Look for an in-window snapshot every this many production steps.")
+    max_samples: int = param(10, "Stop production after this many snapshots.")
+    checkpoint_every: int = param(1000, "Checkpoint the entropy phase every this many steps.")
+    seed: int = param(0, "Seed of the velocities and thermostat noise.")
+
+    def __post_init__(self) -> None:
+        owner = "WLMDSettings"
+        for name in ("steps", "walkers", "share_every", "every", "max_samples", "checkpoint_every"):
+            check_int(owner, name, getattr(self, name), 1)
+        for name in ("production_steps", "rise", "seed"):
+            check_int(owner, name, getattr(self, name), 0)
+        if self.plateau is not None:
+            check_int(owner, "plateau", self.plateau, 0)
+        for name in ("dt", "kT", "k", "ln_f_max", "x_below", "x_above"):
+            check_real(owner, name, getattr(self, name), 0, float("inf"), low_open=True)
+        check_real(owner, "gamma", self.gamma, 0, 1, low_open=True)
+        check_real(owner, "window_x", self.window_x, 0, float("inf"))
+        check_real(owner, "y_low", self.y_low, float("-inf"), Y_TOP, high_open=True)
+        if not isinstance(self.bins, tuple) or len(self.bins) != 2:
+            raise ConfigError(f"WLMDSettings.bins = {self.bins!r} is invalid", "use two integers >= 1 (bins along x, y)")
+        for n in self.bins:
+            check_int(owner, "bins", n, 1)
+
+    def grid(self, x0: float, y0: float) -> GridSpec:
+        """The entropy grid around a start at ``(x0, y0)`` (y's lower edge is lowered to hold it)."""
+        from interp.wlmd.grid import GridSpec
+
+        return GridSpec((x0 - self.x_below, x0 + self.x_above), (min(self.y_low, y0 - 0.05), Y_TOP), *self.bins)
+
+    def window(self, x0: float, y0: float) -> tuple[float, float, float, float]:
+        """The production window ``(x_lo, x_hi, y_lo, y_hi)`` around a start at ``(x0, y0)``."""
+        return x0 - self.window_x, x0 + self.window_x, min(y0, self.window_y), Y_TOP
+
+    def schedule(self) -> Schedule:
+        """The ``ln f`` ramp: rise, a plateau over the entropy phase, then a 1/t decay."""
+        from interp.wlmd.grid import Schedule
+
+        plateau = self.steps if self.plateau is None else self.plateau
+        return Schedule(ln_f_max=self.ln_f_max, rise=min(self.rise, self.steps), plateau=plateau)
+
+
+CPU_WLMD = WLMDSettings(
+    steps=2000, production_steps=500, walkers=1, x_below=0.75, x_above=0.25, y_low=9.5, bins=(4, 7), max_samples=4,
+)
+"""The CPU-scale protocol's WLMD: a short walk on a narrow grid around the AdamW model.
+
+Narrow: the walk starts in the functional region (at the AdamW model) and the grid walls keep it
+there; a wide grid gives the same in-window distribution, only later (the walk has to come
+back). The upper x wall is the window's upper edge, where a nearly free walk piles up (more
+volume at higher loss), so it stays in the window."""
+
+
+@dataclass(frozen=True)
+class StudyBSettings:
+    """Every setting of study B's measurement (defaults: the CPU-scale run of docs/study_b.md)."""
+
+    p: int = param(67, "Modulus of x + y mod p.")
+    train_frac: float = param(0.5, "Train fraction of the task.")
+    weight_norm: float = param(30.0, "Sphere radius of the AdamW run (and of WLMD).")
+    epochs: int = param(1000, "Full-batch epochs of the AdamW run.")
+    lr: float = param(1.5e-3, "AdamW learning rate of the AdamW run.")
+    model_overrides: dict[str, Any] = param(None, "modadd-1l config fields to change (empty: the preset).",
+                                            factory=dict)
+    wlmd: WLMDSettings = param(CPU_WLMD, "The WLMD settings (a nested object; see WLMDSettings).")
+    k: int = param(37, "New tokens of the noise set.")
+    max_steps: int = param(2000, "Step cap of each injection.")
+    eval_every: int = param(50, "Injection evaluation interval.")
+    injection_lr: float = param(1e-3, "AdamW learning rate of the injection.")
+
+    def __post_init__(self) -> None:
+        owner = "StudyBSettings"
+        for name in ("p", "epochs", "k", "max_steps", "eval_every"):
+            check_int(owner, name, getattr(self, name), 1)
+        for name in ("weight_norm", "lr", "injection_lr"):
+            check_real(owner, name, getattr(self, name), 0, float("inf"), low_open=True)
+
+
+def settings_with(overrides: Mapping[str, Any], base: StudyBSettings | None = None) -> StudyBSettings:
+    """`base` (default: the defaults) with JSON `overrides`; a nested ``"wlmd"`` object changes
+    only the WLMD fields it names.
+
+    Raises:
+        ConfigError: On an unknown key or an invalid value.
+    """
+    merged = to_dict(base or StudyBSettings())
+    for key, value in overrides.items():
+        if key == "wlmd" and isinstance(value, Mapping):
+            merged["wlmd"] = {**merged["wlmd"], **value}
+        else:
+            merged[key] = value
+    return from_dict(StudyBSettings, merged, where="the study-B settings")

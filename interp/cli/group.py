@@ -1,0 +1,58 @@
+"""The `interp` command group: every command is imported only when it runs or shows its help.
+
+`interp --help` lists the built-in commands (from `COMMANDS`' summaries) and the registered
+analyses (from the registry's summaries) without importing any of them, so it starts in a
+fraction of a second with no torch, numpy or TransformerLens import. Running a command imports
+its module (its options are generated from the config dataclasses there); an analysis command
+is built from its `Params` (`interp.cli.analyses.analysis_command`).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+from analyses.registry import REGISTRY
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "train": ("interp.cli.train", "Train a model on a task into a run folder (resumable)."),
+    "sweep": ("interp.cli.sweep", "Train a grid of runs (finished runs skipped, interrupted ones resumed), then report."),
+    "report": ("interp.cli.sweep", "Write a report of sweeps or results: rates with Wilson intervals, every run."),
+    "demo": ("interp.cli.sweep", "The main job on built-in defaults: a small study-A sweep and its report."),
+    "evolve": ("interp.cli.analyses", "Run an analysis over every checkpoint of a run, or draw study A's circuit evolution."),
+    "describe": ("interp.cli.analyses", "Build a study-A dataset and model and print a summary of both."),
+    "inject": ("interp.cli.studies", "Study B: extend a model's vocabulary, fine-tune on train + noise, track forgetting."),
+    "wlmd": ("interp.cli.studies", "Study B: Wang-Landau molecular dynamics on the weight sphere; equilibrium samples."),
+    "study-b": ("interp.cli.studies", "Study B (the grokked illusion): the protocol per seed, and its tables."),
+    "study-c": ("interp.cli.studies", "Study C (label-noise grokking): tables and figures of its sweeps."),
+}
+"""Built-in command name -> (its module, the one-line summary `interp --help` shows)."""
+
+
+class CommandGroup(click.Group):
+    """A click group whose commands (built-in and registered analyses) load on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(COMMANDS) | set(REGISTRY))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.commands:
+            if name in COMMANDS:
+                module = importlib.import_module(COMMANDS[name][0])
+                self.add_command(getattr(module, name.replace("-", "_")), name)
+            elif name in REGISTRY:
+                from interp.cli.analyses import analysis_command
+
+                self.add_command(analysis_command(name))
+        return super().get_command(ctx, name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, summary(name)) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def summary(name: str) -> str:
+    """The one-line summary of command `name`, read without importing it."""
+    return COMMANDS[name][1] if name in COMMANDS else REGISTRY[name][1]

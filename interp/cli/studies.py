@@ -1,0 +1,136 @@
+"""Study commands: study B's `inject`, `wlmd` and `study-b measure`, study C's `study-c report`.
+
+Their options are generated from the settings dataclasses the library uses
+(`interp.training.config.FinetuneConfig`, `tasks.NoiseInjectionTask`,
+`analyses.studies.study_b_settings.WLMDSettings`), so the command line has the library's
+defaults and help. Like every command they exit 2 with one line on bad input.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from analyses.studies.study_b_settings import WLMDSettings
+from interp.cli.options import config_options, given, parse_seeds
+from interp.config import from_dict
+from interp.errors import ConfigError
+from interp.training.config import FinetuneConfig
+from tasks import NoiseInjectionTask
+
+_NOISE_OPTIONS = config_options(NoiseInjectionTask, exclude=("p", "train_frac"))
+# data_seed and weight_norm come from the source run (see analyses.studies.study_b.inject).
+_FINETUNE_OPTIONS = config_options(FinetuneConfig, exclude=("data_seed", "weight_norm"))
+_WLMD_OPTIONS = config_options(WLMDSettings)
+
+
+@click.command()
+@click.option("--ckpt", type=click.Path(), required=True,
+              help="A modular-addition run (its latest checkpoint) or checkpoint folder.")
+@click.option("--out", type=click.Path(file_okay=False), required=True, help="Run folder of the fine-tuning.")
+@_NOISE_OPTIONS
+@_FINETUNE_OPTIONS
+@click.option("--keep-norm/--no-keep-norm", default=True, show_default=True,
+              help="Stay on the sphere if the source run was norm-constrained.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the new embedding rows.")
+@click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
+def inject(ckpt: str, out: str, keep_norm: bool, seed: int, no_progress: bool, **options: Any) -> None:
+    """Study B: extend a model's vocabulary and fine-tune it on train + noise; track forgetting."""
+    from analyses.studies.study_b import inject as run_injection
+
+    config = FinetuneConfig(**given(options, _FINETUNE_OPTIONS.names))
+    noise = given(options, _NOISE_OPTIONS.names)
+    summary = run_injection(out, ckpt, noise.pop("noise"), **noise, config=config, keep_norm=keep_norm, seed=seed,
+                            progress=not no_progress)
+    accuracies = ", ".join(f"{key} {value:.3f}" for key, value in summary["final"].items() if key.endswith("/acc"))
+    click.echo(f"reached {config.target_acc}: {summary['reached']} after {summary['steps']} steps; final: {accuracies}")
+
+
+@click.command()
+@click.option("--ckpt", type=click.Path(), required=True,
+              help="The AdamW (goldilocks) run or checkpoint the walkers start from.")
+@click.option("--out", type=click.Path(file_okay=False), required=True,
+              help="Folder: OUT/entropy (resumable) and OUT/samples.")
+@_WLMD_OPTIONS
+def wlmd(ckpt: str, out: str, **options: Any) -> None:
+    """Study B: Wang-Landau molecular dynamics on the weight sphere; save equilibrium samples.
+
+    \b
+    Examples:
+      interp wlmd --ckpt runs/b-adamw --out runs/b-wlmd --steps 200000 --production-steps 50000
+      interp wlmd --ckpt runs/b-adamw --out runs/b-wlmd --steps 2000 --production-steps 500 --walkers 1 \\
+          --x-below 0.75 --x-above 0.25 --y-low 9.5 --bins 4 7 --max-samples 4    # the CPU-scale protocol
+    """
+    from analyses.studies.study_b import wlmd_sample
+
+    settings = from_dict(WLMDSettings, given(options, _WLMD_OPTIONS.names), where="the wlmd options")
+    folder, samples = wlmd_sample(out, ckpt, settings)
+    click.echo(f"{len(samples)} samples in the target window under {folder / 'samples'}")
+
+
+@click.group("study-b")
+def study_b() -> None:
+    """Study B (the grokked illusion): the whole protocol per seed, and its tables."""
+
+
+@study_b.command("measure")
+@click.argument("out", type=click.Path(file_okay=False))
+@click.option("--seeds", default="0-2", show_default=True, help="Seeds: e.g. 0-2 or 0,3,5.")
+@click.option("--settings", "settings_json", default="{}", show_default=True,
+              help='JSON overrides of StudyBSettings, e.g. \'{"epochs": 2000, "wlmd": {"dt": 3e-4}}\'.')
+@click.option("--table-only", is_flag=True, help="Only rebuild the tables and figures from the finished runs.")
+@click.option("--threads", type=int, default=1, show_default=True, help="torch threads.")
+def study_b_measure(out: str, seeds: str, settings_json: str, table_only: bool, threads: int) -> None:
+    """Goldilocks AdamW -> WLMD sample -> injection of each noise type, per seed; then the tables."""
+    from analyses.studies.study_b_settings import settings_with
+
+    settings = settings_with(_json_object(settings_json, "--settings"))
+    seed_list = parse_seeds(seeds)
+    import torch
+
+    from analyses.studies import study_b_measure as measured
+
+    torch.set_num_threads(threads)
+    if not table_only:
+        measured.measure(out, seed_list, settings)
+    click.echo(measured.write_tables(out).read_text())
+    click.echo(f"figures: {len(measured.write_figures(out))} HTML files in {out}/seed_*/")
+
+
+@click.group("study-c")
+def study_c() -> None:
+    """Study C (label-noise grokking): tables and figures of the noise and weight-decay sweeps."""
+
+
+@study_c.command("report")
+@click.argument("sweep", type=click.Path(file_okay=False))
+@click.option("--wd", type=click.Path(file_okay=False, exists=True), default=None,
+              help="Folder of `interp sweep --grid study-c-wd`.")
+@click.option("--out", type=click.Path(file_okay=False), default=None, help="Output folder [default: SWEEP/study_c].")
+@click.option("--ipr", is_flag=True, help="Also draw the IPR evolution of seed 0 at every xi.")
+@click.option("--train", "grid", default=None, help="First train this grid into SWEEP, seed by seed (all xi of seed 0 first).")
+@click.option("--epochs", type=int, default=None, help="With --train: epochs per run [default: the grid's].")
+def study_c_report(sweep: str, wd: str | None, out: str | None, ipr: bool, grid: str | None, epochs: int | None) -> None:
+    """The xi table against the reference, t_gen vs xi, the weight-decay regimes (SWEEP: `--grid study-c`)."""
+    from analyses.studies.study_c import markdown_table, runs_table, train_seed_major, write_study_c, xi_table
+
+    if grid is not None:
+        click.echo(f"{train_seed_major(grid, sweep, epochs=epochs)} runs failed")
+    folder = write_study_c(sweep, wd, out, ipr=ipr)
+    click.echo(markdown_table(xi_table(runs_table(sweep))))
+    click.echo(f"wrote {folder}")
+
+
+def _json_object(text: str, option: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as err:
+        raise ConfigError(f"{option} {text!r} is not JSON ({err})", 'give e.g. \'{"epochs": 2000}\'') from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{option} {text!r} is not a JSON object", 'give e.g. \'{"epochs": 2000}\'')
+    return value
+
+
+__all__ = ["inject", "study_b", "study_c", "wlmd"]
