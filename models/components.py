@@ -53,7 +53,7 @@ class LayerNorm(nn.Module):
         self.hook_scale = HookPoint()  # [batch, pos, 1]
         self.hook_normalized = HookPoint()  # [batch, pos, d_model]
 
-    def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+    def forward(self, x: Float[Tensor, "... d_model"]) -> Float[Tensor, "... d_model"]:
         x = x - x.mean(-1, keepdim=True)
         scale = self.hook_scale((x.pow(2).mean(-1, keepdim=True) + self.eps).sqrt())
         return self.hook_normalized(x / scale) * self.w + self.b
@@ -150,7 +150,9 @@ class TransformerBlock(nn.Module):
         self.hook_mlp_out = HookPoint()
         self.hook_resid_post = HookPoint()
 
-    def forward(self, resid_pre: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+    # The output's batch may differ from the input's: a hook at hook_resid_pre may return several
+    # copies of the examples (`interp.dissect.interventions` runs many interventions in one pass).
+    def forward(self, resid_pre: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch_out pos d_model"]:
         resid_pre = self.hook_resid_pre(resid_pre)
         resid_mid = self.hook_resid_mid(resid_pre + self.hook_attn_out(self.attn(self.ln1(resid_pre))))
         return self.hook_resid_post(resid_mid + self.hook_mlp_out(self.mlp(self.ln2(resid_mid))))

@@ -45,7 +45,7 @@ class QuadraticMLP(HookedRootModule):
         for param in self.parameters():
             param.copy_(torch.randn(param.shape, generator=gen) * self.cfg.init_std)
 
-    def forward(self, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch d_vocab_out"]:
+    def forward(self, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch_out d_vocab_out"]:  # see Transformer
         """Return logits from the operands `tokens[:, 0]` and `tokens[:, 1]` (any later
         tokens, such as an `=` sign, are ignored)."""
         if tokens.ndim != 2 or tokens.shape[1] < 2:
@@ -54,7 +54,7 @@ class QuadraticMLP(HookedRootModule):
         post = self.hook_post(pre.square())
         return self.hook_logits(post @ self.W_U)
 
-    def readout(self, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch d_vocab_out"]:
+    def readout(self, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch_out d_vocab_out"]:
         """Return the logits (the model has a single readout)."""
         return self.forward(tokens)
 

@@ -58,7 +58,9 @@ class Transformer(HookedRootModule):
             if name.split(".")[-1].startswith("W_"):
                 param.copy_(torch.randn(param.shape, generator=gen) * self.cfg.init_range)
 
-    def residual_stream(self, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos d_model"]:
+    # Hooks may return several copies of the examples (`interp.dissect.interventions` runs many
+    # interventions in one pass), so the hooked forwards' outputs have a batch of their own.
+    def residual_stream(self, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch_out pos d_model"]:
         """Return the input to the unembedding (after `ln_final`) at every position."""
         if tokens.ndim != 2:
             raise ValueError(f"tokens must have shape [batch, pos], got {tuple(tokens.shape)}")
@@ -69,11 +71,11 @@ class Transformer(HookedRootModule):
             resid = block(resid)
         return self.ln_final(resid)
 
-    def forward(self, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos d_vocab_out"]:
+    def forward(self, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch_out pos d_vocab_out"]:
         """Return logits at every position."""
         return self.unembed(self.residual_stream(tokens))
 
-    def readout(self, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch d_vocab_out"]:
+    def readout(self, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch_out d_vocab_out"]:
         """Return logits at the readout (last) position, where every task reads its label."""
         return self.forward(tokens)[:, -1]
 

@@ -199,7 +199,7 @@ def measure(out: str | Path, seeds: Sequence[int] = (0, 1, 2), settings: StudyBS
 
 
 def write_figures(out: str | Path) -> list[Path]:
-    """Per seed, the study's figures as HTML in ``out/seed<N>``: forgetting curves AdamW vs WLMD
+    """Per seed, the study's figures as HTML in ``out/seed_<N>``: forgetting curves AdamW vs WLMD
     per noise type (`study_b.forgetting_figure`) and effective-rank bars before / after the
     random-noise injection (`study_b.rank_figure`). Runs that are not finished are skipped."""
     written = []

@@ -33,7 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 class CommandGroup(click.Group):
     """A click group whose commands (built-in and registered analyses) load on first use."""
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
+    def list_commands(self, ctx: click.Context | None) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(COMMANDS) | set(REGISTRY))
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -50,6 +51,14 @@ from interp.dissect.interventions import DEFAULT_MAX_ROWS, Index, Intervention, 
 
 # site -> (hook name template, axes after "layer", index into the activation from those axes)
 _ALL = slice(None)
+@runtime_checkable
+class ActivationLookup(Protocol):
+    """What patching reads from a cache: activations by hook name, each [batch, ...] (a dict of
+    tensors, or TransformerLens's `ActivationCache`)."""
+
+    def __getitem__(self, name: str) -> Tensor: ...
+
+
 SITES: dict[str, tuple[str, tuple[str, ...], Callable[..., Index]]] = {
     "resid_pre": ("blocks.{}.hook_resid_pre", ("pos",), lambda p: (p,)),
     "resid_mid": ("blocks.{}.hook_resid_mid", ("pos",), lambda p: (p,)),
@@ -93,7 +102,7 @@ def hook_name(site: str, layer: int) -> str:
 
 
 def patch_interventions(
-    model: nn.Module, site: str, source_cache: dict[str, Tensor], n_pos: int
+    model: nn.Module, site: str, source_cache: ActivationLookup, n_pos: int
 ) -> list[Intervention]:
     """One intervention per index of `site`, writing the source's activation there.
 

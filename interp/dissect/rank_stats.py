@@ -13,11 +13,11 @@ Computation is in float64: ranks of ~10^5 pooled entries lose precision in float
 from __future__ import annotations
 
 import torch
-from jaxtyping import Bool, Float
+from jaxtyping import Bool, Float, Real
 from torch import Tensor
 
 
-def rankdata(x: Float[Tensor, "... n"]) -> Float[Tensor, "... n"]:
+def rankdata(x: Real[Tensor, "... n"]) -> Float[Tensor, "... n"]:
     """Average ranks (1-based, ties share the mean of their ranks) along the last dimension.
 
     Equal to `scipy.stats.rankdata(x, method="average", axis=-1)` for finite inputs.
@@ -44,7 +44,7 @@ def pearson(x: Float[Tensor, "... n"], y: Float[Tensor, "... n"]) -> Float[Tenso
     return (dx * dy).sum(-1) / (dx.square().sum(-1) * dy.square().sum(-1)).sqrt()
 
 
-def spearman(x: Float[Tensor, "... n"], y: Float[Tensor, "... n"]) -> Float[Tensor, "..."]:
+def spearman(x: Real[Tensor, "... n"], y: Real[Tensor, "... n"]) -> Float[Tensor, "..."]:
     """Spearman's rank correlation along the last dimension, with average ranks for ties.
 
     Equal to `scipy.stats.spearmanr(x, y).statistic` for 1-D inputs; `x` and `y` broadcast, so

@@ -15,7 +15,7 @@ import os
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from interp.errors import TrainingInterrupted
 
@@ -35,6 +35,7 @@ class Outcome(Generic[T]):
         return self.error is None
 
 
+@runtime_checkable
 class Executor(Protocol):
     """Runs `fn` over items, yielding an `Outcome` per item as it finishes."""
 

@@ -260,7 +260,7 @@ class _Readout(nn.Module):
         return (getattr(self.model, "fast_readout", None) or self.model.readout)(tokens)
 
 
-def wlmd_run(run_dir: str | Path, run_config: Mapping[str, Any], cvs: ModelCVs, theta0: Tensor, config: WLMDConfig,
+def wlmd_run(run_dir: str | Path, run_config: Mapping[str, Any], cvs: ModelCVs, theta0: Tensor | None, config: WLMDConfig,
              steps: int, *, checkpoint_every: int = 1000, log_every: int = 100,
              meta: Mapping[str, Any] | None = None, digests: Mapping[str, str] | None = None) -> Sampler:
     """Run (or resume) the entropy phase into `run_dir` until `steps` steps.
