@@ -45,6 +45,7 @@ from torch import Tensor, nn
 from interp.splits import Split
 from interp.config import parse_choices
 from interp.errors import ConfigError
+from interp.dissect.hooks import cache_activations
 from interp.dissect.interventions import DEFAULT_MAX_ROWS, Index, Intervention, run_interventions
 
 
@@ -274,8 +275,8 @@ def patch_sweep(
     sites = parse_sites(sites)
     n_pos = pairs.target_tokens.shape[1]
     hooks = {hook_name(s, layer) for s in sites for layer in range(model.cfg.n_layers)}
-    source_logits, cache = model.run_with_cache(pairs.source_tokens, names_filter=lambda name: name in hooks)
-    target_logits, target_cache = model.run_with_cache(pairs.target_tokens, names_filter=lambda name: name in hooks)
+    source_logits, cache = cache_activations(model, pairs.source_tokens, sorted(hooks))
+    target_logits, target_cache = cache_activations(model, pairs.target_tokens, sorted(hooks))
     source_logits, target_logits = source_logits[:, -1], target_logits[:, -1]
     labels = (pairs.source_labels, pairs.target_labels)
     ld_source, ld_target = logit_diff(source_logits, *labels).item(), logit_diff(target_logits, *labels).item()
