@@ -76,7 +76,7 @@ def test_cli_and_python_api_give_identical_results(name, kind, runs, tmp_path, c
     assert api_json == cli_json
     assert api_tensors.keys() == cli_tensors.keys()
     for key in api_tensors:
-        assert torch.equal(api_tensors[key], cli_tensors[key]), key
+        torch.testing.assert_close(api_tensors[key], cli_tensors[key], rtol=0, atol=0, equal_nan=True, msg=key)
     assert (tmp_path / "cli" / "figure.html").stat().st_size > 0
     loaded = analysis.result.load(tmp_path / "api")
     assert loaded.to_frame().equals(result.to_frame())

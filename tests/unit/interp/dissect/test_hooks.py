@@ -165,7 +165,7 @@ def test_an_exception_after_the_forward_pass_leaves_no_hook(model, pairs, monkey
     def broken_metric(*args, **kwargs):
         raise ArithmeticError("metric failed")
 
-    monkeypatch.setattr(patching, "logit_diff", broken_metric)
+    monkeypatch.setattr(patching, "example_logit_diff", broken_metric)
     with pytest.raises(ArithmeticError):
         patch_sweep(model, pairs, ["resid_pre"])
     assert _n_hooks(model) == 0
