@@ -91,8 +91,16 @@ def run_with_checked_hooks(
 
 
 def _saving(name: str, store: dict[str, Tensor], keep_graph: bool) -> HookFn:
-    def hook(act: Tensor, hook: Any) -> None:
-        store[name] = act if keep_graph else act.detach()
+    def hook(act: Tensor, hook: Any) -> Tensor | None:
+        if not keep_graph:
+            store[name] = act.detach()
+            return None
+        if not act.requires_grad:
+            # Nothing before this hook needs a gradient (frozen weights, say), so the activation
+            # can become a leaf of the graph: same values, and the gradient flows from here on.
+            act = act.detach().requires_grad_(True)
+        store[name] = act
+        return act
 
     return hook
 

@@ -144,9 +144,13 @@ class PatchPairs:
 
     def head(self, n: int) -> PatchPairs:
         """The first `n` pairs (all if `n` <= 0)."""
-        if n <= 0:
-            return self
-        return PatchPairs(self.source_tokens[:n], self.target_tokens[:n], self.source_labels[:n], self.target_labels[:n])
+        return self if n <= 0 else self.rows(0, n)
+
+    def rows(self, start: int, stop: int) -> PatchPairs:
+        """Pairs ``start:stop``."""
+        part = slice(start, stop)
+        return PatchPairs(self.source_tokens[part], self.target_tokens[part], self.source_labels[part],
+                          self.target_labels[part])
 
 
 def aligned_pairs(source: Split, target: Split, keep: Tensor | None = None) -> PatchPairs:
