@@ -10,6 +10,7 @@ from __future__ import annotations
 
 REGISTRY: dict[str, tuple[str, str]] = {
     "patch": ("analyses.patch", "Activation patching between splits: how much each site restores the source behaviour."),
+    "path-patch": ("analyses.path_patch", "Path patching: each head's effect on each later head's query, key or value, and on the logits."),
     "attribute": ("analyses.attribute", "Attribution patching: the gradient estimate of activation patching at every site at once."),
     "ablate": ("analyses.ablate", "Zero- and mean-ablate every head and MLP: change in accuracy and loss per split."),
     "fingerprint": ("analyses.fingerprint", "Per-head circuit fingerprints: QK magnitude sorting, attention to position 0, OV parity."),

@@ -89,10 +89,12 @@ def permutation_null(
 
 
 def permutation_p_values(observed: Float[Tensor, "*m"], null: Float[Tensor, "k *m"]) -> Float[Tensor, "*m"]:
-    """Two-sided p-values of `observed` against the `null` samples (see the module docstring)."""
+    """Two-sided p-values of `observed` against the `null` samples (see the module docstring);
+    NaN where `observed` is NaN (a patch that does not exist, such as a path with no edge)."""
     centre = null.mean(0)
     extreme = ((null - centre).abs() >= (observed - centre).abs() - 1e-12).sum(0)
-    return ((1 + extreme) / (1 + null.shape[0])).float()
+    p = ((1 + extreme) / (1 + null.shape[0])).float()
+    return torch.where(observed.isnan(), torch.nan, p)
 
 
 @dataclass(frozen=True)
