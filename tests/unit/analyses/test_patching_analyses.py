@@ -77,3 +77,21 @@ def test_path_patch_result_round_trips_and_has_a_row_per_path(subject, tmp_path)
 def test_bad_params_are_config_errors_with_hints(subject, module, params, match):
     with pytest.raises(ConfigError, match=match):
         module.compute(subject, params)
+
+
+def test_dla_rows_are_splits_and_groups_and_terms_sum_to_the_logit_difference(subject, tmp_path):
+    from analyses import dla
+
+    result = dla.compute(subject, dla.Params(splits="val,adv", max_examples=20))
+    assert result.rows == ["val", "val/consistent", "adv", "adv/opposing"]
+    assert result.components[:2] == ["embed", "pos_embed"] and result.components[-2:] == ["bias", "unembed_bias"]
+    torch.testing.assert_close(result.attribution.sum(1), result.logit_diff, atol=1e-5, rtol=0)
+    neurons = dla.compute(subject, dla.Params(splits="adv", neurons=True))
+    assert "L1N31" in neurons.components and neurons.attribution.shape == (2, 2 + 2 * (2 + 32) + 2)
+    torch.testing.assert_close(neurons.attribution.sum(1), neurons.logit_diff, atol=1e-5, rtol=0)
+    frame = result.to_frame()
+    assert len(frame) == 4 * len(result.components) and {"split", "group", "sem"} <= set(frame.columns)
+    assert isinstance(result.figure(), go.Figure)
+    _assert_equal_results(result, dla.DLAResult.load(result.save(tmp_path / "dla")))
+    with pytest.raises(ConfigError, match="adv"):
+        dla.compute(subject, dla.Params(splits="adb"))
