@@ -18,6 +18,8 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "grads": ("analyses.grads", "Per-group gradient decomposition: conflict (cosine) and amplification per block."),
     "rank": ("analyses.rank", "Effective rank (Roy-Vetterli) of every attention and MLP weight matrix, per head and per layer."),
     "drift": ("analyses.drift", "Cosine between the parameters and a reference checkpoint's, in total and per tensor."),
+    "fourier": ("analyses.fourier", "Fourier structure of modular addition: embedding spectrum, key frequencies, each neuron's frequency."),
+    "progress": ("analyses.progress", "Progress measures of modular addition: restricted and excluded loss at the key frequencies."),
     "ipr": ("analyses.ipr", "Per-neuron Fourier inverse participation ratio of a quadratic MLP (high = periodic, generalising)."),
     "prune": ("analyses.prune", "Remove a quadratic MLP's hidden neurons lowest-IPR first: clean, corrupted and test accuracy."),
 }

@@ -101,13 +101,18 @@ def report(sweep_dir: str, evolution: bool, no_progress: bool) -> None:
 @cli.command()
 @click.option("--run", "run_dir", type=click.Path(file_okay=False), required=True, help="A run folder.")
 @click.option("--analysis", default=None, help="A registered analysis to evolve [default: study A's circuit figure].")
+@click.option("--param", "params", multiple=True, help="An analysis parameter, NAME=VALUE (repeatable), e.g. frequencies=14,35.")
 @click.option("--out", type=click.Path(file_okay=False), default=None, help="Output folder [default: RUN/evolution].")
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
-def evolve(run_dir: str, analysis: str | None, out: str | None, no_progress: bool) -> None:
+def evolve(run_dir: str, analysis: str | None, params: tuple[str, ...], out: str | None, no_progress: bool) -> None:
     """Run an analysis over every checkpoint of a run (cached per step), or draw study A's
     circuit-evolution figure and checkpoint explorer."""
     from analyses import get_analysis, load_subject
     from analyses.evolution import evolve as evolve_run
+    from interp.cli.analyses import params_from_strings
+
+    if params and analysis is None:
+        raise ConfigError("--param needs --analysis", "name the analysis whose parameters these are")
 
     folder = Path(out) if out else Path(run_dir) / "evolution"
     folder.mkdir(parents=True, exist_ok=True)
@@ -119,7 +124,7 @@ def evolve(run_dir: str, analysis: str | None, out: str | None, no_progress: boo
         click.echo(f"wrote {folder / 'circuit_evolution.html'} and {folder / 'explorer.html'}")
         return
     entry = get_analysis(analysis)
-    evolution = evolve_run(run_dir, entry, entry.params(), load_subject, progress=not no_progress)
+    evolution = evolve_run(run_dir, entry, params_from_strings(entry, params), load_subject, progress=not no_progress)
     frame = evolution.to_frame()
     frame.to_csv(folder / f"{analysis}.csv", index=False)
     click.echo(f"{analysis} over {len(evolution.steps)} checkpoints -> {folder / f'{analysis}.csv'}")

@@ -68,6 +68,33 @@ def analysis_command(name: str) -> click.Command:
     return click.Command(name, callback=run, params=options, help=analysis.summary, short_help=analysis.summary)
 
 
+def params_from_strings(analysis: Any, items: tuple[str, ...] | list[str]) -> Any:
+    """Build `analysis.params` from ``NAME=VALUE`` strings (``interp evolve --param``).
+
+    Values are converted to the field's type (``true``/``false`` for flags); unknown names and
+    values that do not convert are `ConfigError`s naming them.
+    """
+    from interp.errors import ConfigError, did_you_mean
+
+    fields = {f.name: f for f in dataclasses.fields(analysis.params)}
+    values: dict[str, Any] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep or name not in fields:
+            raise ConfigError(f"--param {item!r} is not NAME=VALUE with a parameter of {analysis.name}",
+                              did_you_mean(name, fields))
+        kind = type(fields[name].default)
+        try:
+            values[name] = _BOOLS[text.strip().lower()] if kind is bool else kind(text)
+        except (KeyError, ValueError):
+            raise ConfigError(f"--param {item!r}: {text!r} is not a {kind.__name__}") from None
+    return analysis.params(**values)
+
+
+_BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
 def _option(field: dataclasses.Field, help_text: str) -> click.Option:
     flag = "--" + field.name.replace("_", "-")
     if isinstance(field.default, bool):
