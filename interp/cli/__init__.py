@@ -313,6 +313,36 @@ def train(preset, task_name, seed, seeds, bf16, out, resume, device, threads, jo
     click.echo(train_runs(specs, device=device, threads=threads, jobs=jobs, progress=not no_progress, vectorize=vectorize))
 
 
+@cli.command(name="import")
+@click.argument("source", type=click.Path(dir_okay=False))
+@click.option("--task", "task_name", required=True, help="Task family the model was trained on: mpsp, modadd or noise.")
+@_add_options(_TASK_OPTIONS)
+@click.option("--data-seed", default=0, show_default=True, type=int, help="Seed of the task's splits (their digests go into the run).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
+              help="TransformerLens config.json [default: the one in the torch file, or beside a .safetensors file].")
+@click.option("--loss", type=click.Choice(["cross_entropy", "mse"]), default="cross_entropy", show_default=True,
+              help="Loss the analyses report (the one the model was trained with).")
+@click.option("--step", default=0, show_default=True, type=int, help="Training step to file the checkpoint under.")
+@click.option("--out", type=click.Path(file_okay=False), required=True, help="Run folder to create.")
+def import_(source, task_name, data_seed, config_path, loss, step, out, **options) -> None:
+    """Bring a TransformerLens-convention checkpoint (a .pt/.pth holding a state dict and a config dict, or
+    .safetensors beside a config.json) into a run folder, for the task you name; files that need pickled
+    code are refused.
+
+    \b
+    Examples:
+      interp import grokking.pth --task modadd --p 113 --out runs/grokking
+      interp import model.safetensors --task mpsp --r 0.9 --out runs/tl-mpsp
+    """
+    from interp.cli.imports import import_checkpoint
+
+    task = {"name": task_name, **{f: options[f] for _, f, _, _ in _TASK_OPTIONS if options[f] is not None}}
+    summary = import_checkpoint(Path(source), task, Path(out), data_seed=data_seed, step=step, loss=loss,
+                                config_path=Path(config_path) if config_path else None)
+    accuracy = ", ".join(f"{key} {value:.3f}" for key, value in summary["final"].items() if key.endswith("/acc"))
+    click.echo(f"imported {source} into {out} (step {summary['step']}); {accuracy}")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the CLI and map errors to exit codes."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
