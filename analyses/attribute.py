@@ -25,8 +25,18 @@ from interp.dissect.patching import SITES, parse_sites, patch_sweep
 from interp.dissect.rank_stats import pearson
 from analyses.base import Analysis, param
 from analyses.effects import (
-    CI_HELP, COUNTERFACTUAL, MAX_EXAMPLES_HELP, N_BOOT_HELP, PERMUTATIONS_HELP, SEED_HELP, SOURCE_HELP, SPLIT_HELP,
-    STAT_KEYS, SiteEffects, effect_stats, pairs_for,
+    CI_HELP,
+    COUNTERFACTUAL,
+    MAX_EXAMPLES_HELP,
+    N_BOOT_HELP,
+    PERMUTATIONS_HELP,
+    SEED_HELP,
+    SOURCE_HELP,
+    SPLIT_HELP,
+    STAT_KEYS,
+    SiteEffects,
+    effect_stats,
+    pairs_for,
 )
 from analyses.subject import Subject
 from analyses.registry import REGISTRY
@@ -41,8 +51,10 @@ It is exact where LD is linear in a (the last layer's resid_post and mlp_out wit
 LayerNorm) and an approximation elsewhere; --compare measures its Pearson correlation with real
 activation patching on the same pairs. Intervals: percentile bootstrap over pairs; p-values: a
 permutation test re-running the estimate on pairs re-paired at random within equal labels."""
-REFERENCE = ("Neel Nanda, \"Attribution Patching: Activation Patching At Industrial Scale\" (2023); "
-             "Syed, Rager and Conmy, \"Attribution Patching Outperforms Automated Circuit Discovery\" (2023).")
+REFERENCE = (
+    'Neel Nanda, "Attribution Patching: Activation Patching At Industrial Scale" (2023); '
+    'Syed, Rager and Conmy, "Attribution Patching Outperforms Automated Circuit Discovery" (2023).'
+)
 
 
 @dataclass(frozen=True)
@@ -51,10 +63,16 @@ class Params:
 
     split: str = param("adv", SPLIT_HELP)
     source: str = param(COUNTERFACTUAL, SOURCE_HELP)
-    sites: str = param("all", "Comma-separated sites (resid_pre, resid_mid, resid_post, attn_out, mlp_out, z, z_pos, pattern) or 'all'.")
+    sites: str = param(
+        "all",
+        "Comma-separated sites (resid_pre, resid_mid, resid_post, attn_out, mlp_out, z, z_pos, pattern) "
+        "or 'all'.",
+    )
     max_examples: int = param(2048, MAX_EXAMPLES_HELP)
     seed: int = param(0, SEED_HELP)
-    compare: bool = param(False, "Also run activation patching on the same pairs and report the correlation per site.")
+    compare: bool = param(
+        False, "Also run activation patching on the same pairs and report the correlation per site."
+    )
     n_boot: int = param(1000, N_BOOT_HELP)
     ci: float = param(0.95, CI_HELP)
     permutations: int = param(0, PERMUTATIONS_HELP)
@@ -99,8 +117,10 @@ def _flat(sweep: Any, sites: list[str], key: str) -> Tensor:
 
 def _correlations(estimate: AttributionSweep, actual: Any, sites: list[str]) -> dict[str, float]:
     """Pearson r per site (over its patches) and over all patches; NaN where either is constant."""
-    out = {s: pearson(estimate.effects[s].logit_diff.flatten(), actual.effects[s].logit_diff.flatten()).item()
-           for s in sites}
+    out = {
+        s: pearson(estimate.effects[s].logit_diff.flatten(), actual.effects[s].logit_diff.flatten()).item()
+        for s in sites
+    }
     out["all"] = pearson(_flat(estimate, sites, "logit_diff"), _flat(actual, sites, "logit_diff")).item()
     return {k: (None if v != v else v) for k, v in out.items()}  # JSON has no NaN
 
@@ -111,8 +131,14 @@ def compute(subject: Subject, params: Params) -> AttributeResult:
     pairs = pairs_for(subject, params)
     sweep = attribution_sweep(subject.model, pairs, sites)
     per_example = torch.cat([sweep.effects[s].per_example.flatten(0, -2) for s in sites])
-    stats = effect_stats(per_example, sweep.source_per_example, sweep.target_per_example, params,
-                         lambda other: _flat(attribution_sweep(subject.model, other, sites), sites, "logit_diff"), pairs)
+    stats = effect_stats(
+        per_example,
+        sweep.source_per_example,
+        sweep.target_per_example,
+        params,
+        lambda other: _flat(attribution_sweep(subject.model, other, sites), sites, "logit_diff"),
+        pairs,
+    )
     nan = torch.full((len(per_example),), torch.nan)
     patched, patched_recovery, correlation = nan, nan, {}
     if params.compare:
@@ -120,15 +146,29 @@ def compute(subject: Subject, params: Params) -> AttributeResult:
         patched, patched_recovery = _flat(actual, sites, "logit_diff"), _flat(actual, sites, "recovery")
         correlation = _correlations(sweep, actual, sites)
     return AttributeResult(
-        params=to_dict(params), step=subject.step, split=params.split, source=params.source, sites=sites,
+        params=to_dict(params),
+        step=subject.step,
+        split=params.split,
+        source=params.source,
+        sites=sites,
         axes={s: list(sweep.effects[s].axes) for s in sites},
-        shapes={s: list(sweep.effects[s].logit_diff.shape) for s in sites}, n_pairs=len(pairs),
-        source_logit_diff=sweep.source_logit_diff, target_logit_diff=sweep.target_logit_diff,
-        recovery=_flat(sweep, sites, "recovery"), logit_diff=_flat(sweep, sites, "logit_diff"),
-        recovery_low=stats.recovery_low, recovery_high=stats.recovery_high, logit_diff_low=stats.logit_diff_low,
-        logit_diff_high=stats.logit_diff_high, p_value=stats.p_value, per_example=per_example,
-        source_per_example=sweep.source_per_example, target_per_example=sweep.target_per_example,
-        patched_logit_diff=patched, patched_recovery=patched_recovery, correlation=correlation,
+        shapes={s: list(sweep.effects[s].logit_diff.shape) for s in sites},
+        n_pairs=len(pairs),
+        source_logit_diff=sweep.source_logit_diff,
+        target_logit_diff=sweep.target_logit_diff,
+        recovery=_flat(sweep, sites, "recovery"),
+        logit_diff=_flat(sweep, sites, "logit_diff"),
+        recovery_low=stats.recovery_low,
+        recovery_high=stats.recovery_high,
+        logit_diff_low=stats.logit_diff_low,
+        logit_diff_high=stats.logit_diff_high,
+        p_value=stats.p_value,
+        per_example=per_example,
+        source_per_example=sweep.source_per_example,
+        target_per_example=sweep.target_per_example,
+        patched_logit_diff=patched,
+        patched_recovery=patched_recovery,
+        correlation=correlation,
     )
 
 

@@ -1,4 +1,5 @@
-"""Analysis ``dla``: direct logit attribution of every head, MLP (or neuron) and embedding, per split and group.
+"""Analysis ``dla``: direct logit attribution of every head, MLP (or neuron) and embedding, per split
+and group.
 
 Each example's label-contrast logit difference (its label's logit minus the mean of the other
 classes' logits, at the readout position) splits exactly into one direct term per component
@@ -37,9 +38,11 @@ LayerNorm's bias and the unembedding bias. A component's term is its output, cen
 by the LayerNorm scale, projected on the LayerNorm weight times the label-contrast direction of
 the unembedding; this is TransformerLens's logit_attrs on a model with the final LayerNorm
 folded into W_U. The table reports each term's mean and standard error per split and group."""
-REFERENCE = ("Elhage et al., \"A Mathematical Framework for Transformer Circuits\" (2021); Wang, Variengien, "
-             "Conmy, Shlegeris and Steinhardt, \"Interpretability in the Wild: a Circuit for Indirect Object "
-             "Identification in GPT-2 small\" (2022).")
+REFERENCE = (
+    'Elhage et al., "A Mathematical Framework for Transformer Circuits" (2021); Wang, Variengien, '
+    'Conmy, Shlegeris and Steinhardt, "Interpretability in the Wild: a Circuit for Indirect Object '
+    'Identification in GPT-2 small" (2022).'
+)
 
 
 @dataclass(frozen=True)
@@ -78,25 +81,48 @@ class DLAResult(Result):
         for r, row in enumerate(self.rows):
             split, _, group = row.partition("/")
             for c, comp in enumerate(self.components):
-                records.append({"split": split, "group": group or "all", "component": comp,
-                                "attribution": self.attribution[r, c].item(), "sem": self.sem[r, c].item(),
-                                "logit_diff": self.logit_diff[r].item(), "n": self.n_examples[r]})
+                records.append(
+                    {
+                        "split": split,
+                        "group": group or "all",
+                        "component": comp,
+                        "attribution": self.attribution[r, c].item(),
+                        "sem": self.sem[r, c].item(),
+                        "logit_diff": self.logit_diff[r].item(),
+                        "n": self.n_examples[r],
+                    }
+                )
         frame = pd.DataFrame(records)
         order = frame["attribution"].abs().sort_values(ascending=False, kind="stable").index
         return frame.loc[order].reset_index(drop=True)
 
     def figure(self) -> go.Figure:
         """A heatmap of mean direct terms, split/group x component."""
-        labels = [f"{row} (n={n}, LD {ld:.2f})" for row, n, ld in zip(self.rows, self.n_examples, self.logit_diff.tolist())]
-        fig = go.Figure(go.Heatmap(
-            z=self.attribution.tolist(), x=self.components, y=labels, customdata=self.sem.tolist(),
-            colorscale="RdBu", zmid=0, colorbar={"title": "direct term"},
-            hovertemplate="%{y}<br>component %{x}<br>mean direct term %{z:.3f} ± %{customdata:.3f} (s.e.)<extra></extra>",
-        ))
+        labels = [
+            f"{row} (n={n}, LD {ld:.2f})"
+            for row, n, ld in zip(self.rows, self.n_examples, self.logit_diff.tolist())
+        ]
+        fig = go.Figure(
+            go.Heatmap(
+                z=self.attribution.tolist(),
+                x=self.components,
+                y=labels,
+                customdata=self.sem.tolist(),
+                colorscale="RdBu",
+                zmid=0,
+                colorbar={"title": "direct term"},
+                hovertemplate=(
+                    "%{y}<br>component %{x}<br>mean direct term %{z:.3f} ± %{customdata:.3f} (s.e.)"
+                    "<extra></extra>"
+                ),
+            )
+        )
         step = f" at step {self.step}" if self.step is not None else ""
-        fig.update_layout(title=f"Direct logit attribution to the label-contrast logit difference{step}",
-                          xaxis_title="component (embeddings, layer and head, MLP, biases)",
-                          yaxis={"title": "split / group", "autorange": "reversed"})
+        fig.update_layout(
+            title=f"Direct logit attribution to the label-contrast logit difference{step}",
+            xaxis_title="component (embeddings, layer and head, MLP, biases)",
+            yaxis={"title": "split / group", "autorange": "reversed"},
+        )
         return fig
 
 
@@ -118,7 +144,9 @@ def compute(subject: Subject, params: Params) -> DLAResult:
     for name in _split_names(subject, params.splits):
         split = subject.split(name)
         n = len(split) if params.max_examples <= 0 else min(len(split), params.max_examples)
-        result = direct_logit_attribution(subject.model, split.tokens[:n], split.labels[:n], neurons=params.neurons)
+        result = direct_logit_attribution(
+            subject.model, split.tokens[:n], split.labels[:n], neurons=params.neurons
+        )
         components = result.components
         masks = {name: torch.ones(n, dtype=torch.bool)}
         masks.update({f"{name}/{g}": m[:n] for g, m in split.groups.items() if m[:n].any()})
@@ -127,11 +155,21 @@ def compute(subject: Subject, params: Params) -> DLAResult:
             rows.append(row)
             sizes.append(int(mask.sum()))
             means.append(terms.mean(1))
-            sems.append(terms.std(1) / mask.sum().sqrt() if mask.sum() > 1 else torch.full_like(terms[:, 0], torch.nan))
+            sems.append(
+                terms.std(1) / mask.sum().sqrt()
+                if mask.sum() > 1
+                else torch.full_like(terms[:, 0], torch.nan)
+            )
             lds.append(result.logit_diff[mask].mean())
     return DLAResult(
-        params=to_dict(params), step=subject.step, rows=rows, components=list(components), n_examples=sizes,
-        attribution=torch.stack(means), sem=torch.stack(sems), logit_diff=torch.stack(lds),
+        params=to_dict(params),
+        step=subject.step,
+        rows=rows,
+        components=list(components),
+        n_examples=sizes,
+        attribution=torch.stack(means),
+        sem=torch.stack(sems),
+        logit_diff=torch.stack(lds),
     )
 
 

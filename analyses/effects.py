@@ -33,35 +33,52 @@ from tasks import MPSPTask, counterfactual
 COUNTERFACTUAL = "counterfactual"
 # Help texts of the parameters every patching analysis has.
 SPLIT_HELP = "Split whose runs are patched (the target / corrupted inputs)."
-SOURCE_HELP = "Where patched activations come from: 'counterfactual' (label-flipped partners of split) or a split name."
+SOURCE_HELP = (
+    "Where patched activations come from: 'counterfactual' (label-flipped partners of split) or a split name."
+)
 MAX_EXAMPLES_HELP = "Use at most this many pairs (0: all)."
 SEED_HELP = "Seed of the counterfactual edits, the cross-split pairing, the bootstrap and the re-pairings."
 N_BOOT_HELP = "Bootstrap resamples of the pairs for the confidence intervals."
 CI_HELP = "Confidence level of the bootstrap intervals."
 PERMUTATIONS_HELP = "Re-pairings for the permutation test (the patch is re-run on each; 0: no p-values)."
-STAT_KEYS = ("recovery", "logit_diff", "recovery_low", "recovery_high", "logit_diff_low", "logit_diff_high", "p_value")
+STAT_KEYS = (
+    "recovery",
+    "logit_diff",
+    "recovery_low",
+    "recovery_high",
+    "logit_diff_low",
+    "logit_diff_high",
+    "p_value",
+)
 
 
 def pairs_for(subject: Subject, params: Any) -> PatchPairs:
-    """The (source, target) pairs that `params` (``split``, ``source``, ``seed``, ``max_examples``) asks for."""
+    """The (source, target) pairs `params` asks for (``split``, ``source``, ``seed``, ``max_examples``)."""
     target = subject.split(params.split)
     if params.source == COUNTERFACTUAL:
         if not isinstance(subject.task, MPSPTask):
             raise ConfigError(
-                f"source='counterfactual' needs an MPSP task, not {subject.task.name!r}", "pass a split name as source"
+                f"source='counterfactual' needs an MPSP task, not {subject.task.name!r}",
+                "pass a split name as source",
             )
         partner = counterfactual(subject.task, target, flip="label", seed=params.seed)
         pairs = aligned_pairs(partner, target, keep=partner.extras["valid"])
     else:
         pairs = cross_pairs(subject.split(params.source), target, seed=params.seed)
     if len(pairs) == 0:
-        raise ConfigError(f"no pairs between {params.source!r} and {params.split!r}", "their labels never differ")
+        raise ConfigError(
+            f"no pairs between {params.source!r} and {params.split!r}", "their labels never differ"
+        )
     return pairs.head(params.max_examples)
 
 
 def effect_stats(
-    per_example: Tensor, source: Tensor, target: Tensor, params: Any,
-    rerun: Callable[[PatchPairs], Tensor] | None = None, pairs: PatchPairs | None = None,
+    per_example: Tensor,
+    source: Tensor,
+    target: Tensor,
+    params: Any,
+    rerun: Callable[[PatchPairs], Tensor] | None = None,
+    pairs: PatchPairs | None = None,
 ) -> EffectStats:
     """Bootstrap intervals of a table of effects and, if ``params.permutations``, p-values.
 
@@ -78,9 +95,12 @@ def effect_stats(
     """
     if params.permutations < 0:
         raise ConfigError(f"permutations={params.permutations} must be >= 0", "0 skips the permutation test")
-    null = permutation_null(rerun, pairs, params.permutations, seed=params.seed) if params.permutations else None
-    return effect_statistics(per_example, source, target, n_boot=params.n_boot, level=params.ci, seed=params.seed,
-                             null=null)
+    null = (
+        permutation_null(rerun, pairs, params.permutations, seed=params.seed) if params.permutations else None
+    )
+    return effect_statistics(
+        per_example, source, target, n_boot=params.n_boot, level=params.ci, seed=params.seed, null=null
+    )
 
 
 def patch_labels(axes: list[str], shape: list[int]) -> list[str]:
@@ -95,13 +115,27 @@ def add_interval_row(
     """Add every patch's recovery with its bootstrap interval as error bars at (`row`, `col`)."""
     rec, low, high = (values[k].flatten() for k in ("recovery", "recovery_low", "recovery_high"))
     p = values["p_value"].flatten()
-    fig.add_trace(go.Scatter(
-        x=labels, y=rec.tolist(), mode="markers", marker={"size": 6, "color": "black"},
-        error_y={"type": "data", "symmetric": False, "array": (high - rec).tolist(), "arrayminus": (rec - low).tolist()},
-        customdata=np.stack([low.numpy(), high.numpy(), p.numpy()], axis=-1).tolist(),
-        hovertemplate=(f"patch %{{x}}<br>recovery %{{y:.3f}}<br>{ci:.0%} interval [%{{customdata[0]:.3f}}, "
-                       "%{customdata[1]:.3f}]<br>permutation p %{customdata[2]:.3g}<extra></extra>"),
-    ), row=row, col=col)
+    fig.add_trace(
+        go.Scatter(
+            x=labels,
+            y=rec.tolist(),
+            mode="markers",
+            marker={"size": 6, "color": "black"},
+            error_y={
+                "type": "data",
+                "symmetric": False,
+                "array": (high - rec).tolist(),
+                "arrayminus": (rec - low).tolist(),
+            },
+            customdata=np.stack([low.numpy(), high.numpy(), p.numpy()], axis=-1).tolist(),
+            hovertemplate=(
+                f"patch %{{x}}<br>recovery %{{y:.3f}}<br>{ci:.0%} interval [%{{customdata[0]:.3f}}, "
+                "%{customdata[1]:.3f}]<br>permutation p %{customdata[2]:.3g}<extra></extra>"
+            ),
+        ),
+        row=row,
+        col=col,
+    )
     fig.update_yaxes(title_text="recovery", row=row, col=col)
     fig.update_xaxes(title_text="patch", row=row, col=col)
 
@@ -186,13 +220,20 @@ class SiteEffects(Result):
             add_interval_row(fig, 2, col, patch_labels(self.axes[name], self.shapes[name]), values, ci)
             x_title = "head" if self.axes[name][-1] == "head" and len(self.axes[name]) == 2 else "position"
             fig.update_xaxes(title_text=x_title, row=1, col=col)
-            fig.update_yaxes(title_text="layer" if len(self.axes[name]) == 2 else "layer, head", row=1, col=col,
-                             autorange="reversed")
+            fig.update_yaxes(
+                title_text="layer" if len(self.axes[name]) == 2 else "layer, head",
+                row=1,
+                col=col,
+                autorange="reversed",
+            )
         step = f", step {self.step}" if self.step is not None else ""
-        fig.update_layout(coloraxis={"colorscale": "RdBu", "cmid": 0, "colorbar": {"title": "recovery"}},
-                          showlegend=False)
-        fig.update_layout(title=f"{self.what} {self.source} into {self.split}{step}: logit-difference recovery "
-                                f"({self.n_pairs} pairs; error bars: {ci:.0%} bootstrap intervals)")
+        fig.update_layout(
+            coloraxis={"colorscale": "RdBu", "cmid": 0, "colorbar": {"title": "recovery"}}, showlegend=False
+        )
+        fig.update_layout(
+            title=f"{self.what} {self.source} into {self.split}{step}: logit-difference recovery "
+            f"({self.n_pairs} pairs; error bars: {ci:.0%} bootstrap intervals)"
+        )
         return fig
 
 
@@ -207,6 +248,11 @@ def _heatmap(site: str, axes: list[str], values: Tensor) -> go.Heatmap:
         z, y, x = values, list(range(values.shape[0])), list(range(values.shape[1]))
         names = ("layer", axes[1] if axes[1] == "head" else "position")
     return go.Heatmap(
-        z=z.tolist(), x=x, y=y, coloraxis="coloraxis",
-        hovertemplate=f"site {site}<br>{names[0]} %{{y}}<br>{names[1]} %{{x}}<br>recovery %{{z:.3f}}<extra></extra>",
+        z=z.tolist(),
+        x=x,
+        y=y,
+        coloraxis="coloraxis",
+        hovertemplate=(
+            f"site {site}<br>{names[0]} %{{y}}<br>{names[1]} %{{x}}<br>recovery %{{z:.3f}}<extra></extra>"
+        ),
     )

@@ -23,17 +23,26 @@ from torch import Tensor, nn
 from interp.config import to_dict
 from interp.dissect.hooks import cache_activations
 from interp.dissect.progress_measures import (
-    frequency_power, key_frequencies, neuron_frequency_fve, parse_frequencies,
+    frequency_power,
+    key_frequencies,
+    neuron_frequency_fve,
+    parse_frequencies,
 )
 from interp.errors import ConfigError
 from analyses.base import Analysis, Result, param
 from analyses.subject import Subject
 from analyses.registry import REGISTRY
 
-FREQUENCIES_HELP = "Key frequencies: 'auto' (from the embedding spectrum) or a comma-separated list, e.g. 14,35,41."
-RATIO_HELP = "With 'auto': key frequencies have more than this many times the mean embedding power per frequency."
-REFERENCE = ("Nanda, Chan, Lieberum, Smith and Steinhardt, \"Progress measures for grokking via mechanistic "
-             "interpretability\" (ICLR 2023).")
+FREQUENCIES_HELP = (
+    "Key frequencies: 'auto' (from the embedding spectrum) or a comma-separated list, e.g. 14,35,41."
+)
+RATIO_HELP = (
+    "With 'auto': key frequencies have more than this many times the mean embedding power per frequency."
+)
+REFERENCE = (
+    'Nanda, Chan, Lieberum, Smith and Steinhardt, "Progress measures for grokking via mechanistic '
+    'interpretability" (ICLR 2023).'
+)
 DEFINITION = """\
 The embedding of each operand's p values (the transformer's W_E rows 0..p-1; the quadratic MLP's
 two input matrices) is expressed in the orthonormal real Fourier basis of Z_p (constant,
@@ -54,8 +63,10 @@ def modulus(subject: Subject) -> int:
         ConfigError: If the task is not modular addition.
     """
     if getattr(subject.task, "name", None) != "modadd":
-        raise ConfigError(f"progress measures need a modular-addition task (modadd), not {subject.task.name!r}",
-                          "train with --task modadd (presets modadd-1l, quadratic-mlp)")
+        raise ConfigError(
+            f"progress measures need a modular-addition task (modadd), not {subject.task.name!r}",
+            "train with --task modadd (presets modadd-1l, quadratic-mlp)",
+        )
     return subject.task.p
 
 
@@ -85,7 +96,9 @@ def neuron_activations(model: nn.Module, tokens: Tensor, layer: int) -> Tensor:
         return cache_activations(model, tokens, ["hook_post"])[1]["hook_post"]
     n_layers = model.cfg.n_layers
     if not -n_layers <= layer < n_layers:
-        raise ConfigError(f"layer={layer} is not a layer of this {n_layers}-layer model", f"use 0..{n_layers - 1} or -1")
+        raise ConfigError(
+            f"layer={layer} is not a layer of this {n_layers}-layer model", f"use 0..{n_layers - 1} or -1"
+        )
     name = f"blocks.{layer % n_layers}.mlp.hook_post"
     return cache_activations(model, tokens, [name])[1][name][:, -1]
 
@@ -125,29 +138,61 @@ class FourierResult(Result):
         rows = []
         for k in range(1, len(self.embed_power) + 1):
             mine = self.neuron_frequency == k
-            rows.append({"frequency": k, "embed_power": self.embed_power[k - 1].item(), "key": k in self.key_frequencies,
-                         "neurons": int(mine.sum()), "mean_fve": self.neuron_fve[mine].mean().item() if mine.any() else None})
+            rows.append(
+                {
+                    "frequency": k,
+                    "embed_power": self.embed_power[k - 1].item(),
+                    "key": k in self.key_frequencies,
+                    "neurons": int(mine.sum()),
+                    "mean_fve": self.neuron_fve[mine].mean().item() if mine.any() else None,
+                }
+            )
         frame = pd.DataFrame(rows)
         return frame.sort_values("embed_power", ascending=False, kind="stable").reset_index(drop=True)
 
     def figure(self) -> go.Figure:
         """Embedding power per frequency (keys marked), and each neuron's FVE by its frequency."""
         freqs = list(range(1, len(self.embed_power) + 1))
-        fig = make_subplots(rows=1, cols=2, subplot_titles=["embedding power per frequency",
-                                                            "neurons: variance explained by their frequency"])
+        fig = make_subplots(
+            rows=1,
+            cols=2,
+            subplot_titles=[
+                "embedding power per frequency",
+                "neurons: variance explained by their frequency",
+            ],
+        )
         colours = ["crimson" if k in self.key_frequencies else "steelblue" for k in freqs]
-        fig.add_trace(go.Bar(x=freqs, y=self.embed_power.tolist(), marker_color=colours,
-                             hovertemplate="frequency %{x}<br>power fraction %{y:.3f}<extra></extra>"), row=1, col=1)
-        fig.add_trace(go.Scatter(x=self.neuron_frequency.tolist(), y=self.neuron_fve.tolist(), mode="markers",
-                                 marker={"size": 5, "opacity": 0.6}, text=[f"neuron {i}" for i in range(len(self.neuron_fve))],
-                                 hovertemplate="%{text}<br>frequency %{x}<br>FVE %{y:.3f}<extra></extra>"), row=1, col=2)
+        fig.add_trace(
+            go.Bar(
+                x=freqs,
+                y=self.embed_power.tolist(),
+                marker_color=colours,
+                hovertemplate="frequency %{x}<br>power fraction %{y:.3f}<extra></extra>",
+            ),
+            row=1,
+            col=1,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=self.neuron_frequency.tolist(),
+                y=self.neuron_fve.tolist(),
+                mode="markers",
+                marker={"size": 5, "opacity": 0.6},
+                text=[f"neuron {i}" for i in range(len(self.neuron_fve))],
+                hovertemplate="%{text}<br>frequency %{x}<br>FVE %{y:.3f}<extra></extra>",
+            ),
+            row=1,
+            col=2,
+        )
         fig.update_xaxes(title_text="frequency k (cycles per p)", row=1, col=1)
         fig.update_xaxes(title_text="neuron's frequency", row=1, col=2)
         fig.update_yaxes(title_text="fraction of non-constant power", row=1, col=1)
         fig.update_yaxes(title_text="fraction of variance explained", range=[0, 1.02], row=1, col=2)
         step = f" at step {self.step}" if self.step is not None else ""
-        fig.update_layout(title=f"Fourier structure (p = {self.p}){step}; key frequencies {self.key_frequencies}",
-                          showlegend=False)
+        fig.update_layout(
+            title=f"Fourier structure (p = {self.p}){step}; key frequencies {self.key_frequencies}",
+            showlegend=False,
+        )
         return fig
 
 
@@ -157,10 +202,18 @@ def compute(subject: Subject, params: Params) -> FourierResult:
     p = modulus(subject)
     keys = choose_keys(subject.model, p, params.frequencies, params.key_ratio)
     power = embedding_power(subject.model, p)
-    fve, best, best_fve = neuron_frequency_fve(neuron_activations(subject.model, grid_tokens(p), params.layer), p)
+    fve, best, best_fve = neuron_frequency_fve(
+        neuron_activations(subject.model, grid_tokens(p), params.layer), p
+    )
     return FourierResult(
-        params=to_dict(params), step=subject.step, p=p, key_frequencies=keys, embed_power=(power / power.sum()).float(),
-        neuron_frequency=best, neuron_fve=best_fve, fve=fve,
+        params=to_dict(params),
+        step=subject.step,
+        p=p,
+        key_frequencies=keys,
+        embed_power=(power / power.sum()).float(),
+        neuron_frequency=best,
+        neuron_fve=best_fve,
+        fve=fve,
     )
 
 

@@ -30,8 +30,18 @@ from interp.config import to_dict
 from interp.dissect.patching import PatchSweep, parse_sites, patch_sweep
 from analyses.base import Analysis, param
 from analyses.effects import (
-    CI_HELP, COUNTERFACTUAL, MAX_EXAMPLES_HELP, N_BOOT_HELP, PERMUTATIONS_HELP, SEED_HELP, SOURCE_HELP, SPLIT_HELP,
-    STAT_KEYS, SiteEffects, effect_stats, pairs_for,
+    CI_HELP,
+    COUNTERFACTUAL,
+    MAX_EXAMPLES_HELP,
+    N_BOOT_HELP,
+    PERMUTATIONS_HELP,
+    SEED_HELP,
+    SOURCE_HELP,
+    SPLIT_HELP,
+    STAT_KEYS,
+    SiteEffects,
+    effect_stats,
+    pairs_for,
 )
 from analyses.subject import Subject
 from analyses.registry import REGISTRY
@@ -47,9 +57,11 @@ changes nothing, 1 when the run reads like the source run. The per-pair values a
 intervals are percentile bootstrap intervals over pairs (the recovery resampled as a whole), and
 the p-values come from a permutation test whose null re-pairs sources and targets at random
 within equal labels and re-runs the patch."""
-REFERENCE = ("Meng, Bau, Andonian and Belinkov, \"Locating and Editing Factual Associations in GPT\" (2022); "
-             "Zhang and Nanda, \"Towards Best Practices of Activation Patching in Language Models: Metrics and "
-             "Methods\" (2024); Efron and Tibshirani, \"An Introduction to the Bootstrap\" (1993).")
+REFERENCE = (
+    'Meng, Bau, Andonian and Belinkov, "Locating and Editing Factual Associations in GPT" (2022); '
+    'Zhang and Nanda, "Towards Best Practices of Activation Patching in Language Models: Metrics and '
+    'Methods" (2024); Efron and Tibshirani, "An Introduction to the Bootstrap" (1993).'
+)
 
 
 @dataclass(frozen=True)
@@ -58,7 +70,10 @@ class Params:
 
     split: str = param("adv", SPLIT_HELP)
     source: str = param(COUNTERFACTUAL, SOURCE_HELP)
-    sites: str = param("resid_pre,z", "Comma-separated sites: resid_pre, resid_mid, resid_post, attn_out, mlp_out, z, z_pos, pattern.")
+    sites: str = param(
+        "resid_pre,z",
+        "Comma-separated sites: resid_pre, resid_mid, resid_post, attn_out, mlp_out, z, z_pos, pattern.",
+    )
     max_examples: int = param(2048, MAX_EXAMPLES_HELP)
     seed: int = param(0, SEED_HELP)
     n_boot: int = param(1000, N_BOOT_HELP)
@@ -95,17 +110,37 @@ def compute(subject: Subject, params: Params) -> PatchResult:
     sweep = patch_sweep(subject.model, pairs, sites)
     effects = [sweep.effects[s] for s in sites]
     per_example = torch.cat([e.per_example.flatten(0, -2) for e in effects])
-    stats = effect_stats(per_example, sweep.source_per_example, sweep.target_per_example, params,
-                         lambda other: _flat_logit_diff(patch_sweep(subject.model, other, sites), sites), pairs)
+    stats = effect_stats(
+        per_example,
+        sweep.source_per_example,
+        sweep.target_per_example,
+        params,
+        lambda other: _flat_logit_diff(patch_sweep(subject.model, other, sites), sites),
+        pairs,
+    )
     return PatchResult(
-        params=to_dict(params), step=subject.step, split=params.split, source=params.source, sites=sites,
-        axes={e.site: list(e.axes) for e in effects}, shapes={e.site: list(e.recovery.shape) for e in effects},
-        n_pairs=len(pairs), source_logit_diff=sweep.source_logit_diff, target_logit_diff=sweep.target_logit_diff,
-        recovery=torch.cat([e.recovery.flatten() for e in effects]), logit_diff=_flat_logit_diff(sweep, sites),
-        recovery_low=stats.recovery_low, recovery_high=stats.recovery_high, logit_diff_low=stats.logit_diff_low,
-        logit_diff_high=stats.logit_diff_high, p_value=stats.p_value, per_example=per_example,
-        source_per_example=sweep.source_per_example, target_per_example=sweep.target_per_example,
-        source_accuracy=sweep.source_accuracy, target_accuracy=sweep.target_accuracy,
+        params=to_dict(params),
+        step=subject.step,
+        split=params.split,
+        source=params.source,
+        sites=sites,
+        axes={e.site: list(e.axes) for e in effects},
+        shapes={e.site: list(e.recovery.shape) for e in effects},
+        n_pairs=len(pairs),
+        source_logit_diff=sweep.source_logit_diff,
+        target_logit_diff=sweep.target_logit_diff,
+        recovery=torch.cat([e.recovery.flatten() for e in effects]),
+        logit_diff=_flat_logit_diff(sweep, sites),
+        recovery_low=stats.recovery_low,
+        recovery_high=stats.recovery_high,
+        logit_diff_low=stats.logit_diff_low,
+        logit_diff_high=stats.logit_diff_high,
+        p_value=stats.p_value,
+        per_example=per_example,
+        source_per_example=sweep.source_per_example,
+        target_per_example=sweep.target_per_example,
+        source_accuracy=sweep.source_accuracy,
+        target_accuracy=sweep.target_accuracy,
         accuracy=torch.cat([e.accuracy.flatten() for e in effects]),
     )
 

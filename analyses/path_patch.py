@@ -21,8 +21,17 @@ from interp.config import to_dict
 from interp.dissect.path_patching import path_patch
 from analyses.base import Analysis, Result, param
 from analyses.effects import (
-    CI_HELP, COUNTERFACTUAL, MAX_EXAMPLES_HELP, N_BOOT_HELP, PERMUTATIONS_HELP, SEED_HELP, SOURCE_HELP, SPLIT_HELP,
-    add_interval_row, effect_stats, pairs_for,
+    CI_HELP,
+    COUNTERFACTUAL,
+    MAX_EXAMPLES_HELP,
+    N_BOOT_HELP,
+    PERMUTATIONS_HELP,
+    SEED_HELP,
+    SOURCE_HELP,
+    SPLIT_HELP,
+    add_interval_row,
+    effect_stats,
+    pairs_for,
 )
 from analyses.subject import Subject
 from analyses.registry import REGISTRY
@@ -37,9 +46,11 @@ recomputed. The effect is the patched logit difference (source label minus targe
 readout) and its recovery, as for activation patching; intervals are percentile bootstrap
 intervals over pairs, p-values come from re-running the patch on pairs re-paired at random
 within equal labels."""
-REFERENCE = ("Wang, Variengien, Conmy, Shlegeris and Steinhardt, \"Interpretability in the Wild: a Circuit for "
-             "Indirect Object Identification in GPT-2 small\" (2022); Goldowsky-Dill, MacLeod, Sato and Arora, "
-             "\"Localizing Model Behavior with Path Patching\" (2023).")
+REFERENCE = (
+    'Wang, Variengien, Conmy, Shlegeris and Steinhardt, "Interpretability in the Wild: a Circuit for '
+    'Indirect Object Identification in GPT-2 small" (2022); Goldowsky-Dill, MacLeod, Sato and Arora, '
+    '"Localizing Model Behavior with Path Patching" (2023).'
+)
 
 
 @dataclass(frozen=True)
@@ -48,7 +59,9 @@ class Params:
 
     split: str = param("adv", SPLIT_HELP)
     source: str = param(COUNTERFACTUAL, SOURCE_HELP)
-    receivers: str = param("q,k,v,logits", "Comma-separated receiver kinds: q, k, v (of later heads), logits.")
+    receivers: str = param(
+        "q,k,v,logits", "Comma-separated receiver kinds: q, k, v (of later heads), logits."
+    )
     max_examples: int = param(2048, MAX_EXAMPLES_HELP)
     seed: int = param(0, SEED_HELP)
     n_boot: int = param(1000, N_BOOT_HELP)
@@ -101,10 +114,19 @@ class PathPatchResult(Result):
 
     def to_frame(self) -> pd.DataFrame:
         """One row per path (sender, receiver) that exists, largest |recovery| first."""
-        keys = ("recovery", "logit_diff", "recovery_low", "recovery_high", "logit_diff_low", "logit_diff_high", "p_value")
+        keys = (
+            "recovery",
+            "logit_diff",
+            "recovery_low",
+            "recovery_high",
+            "logit_diff_low",
+            "logit_diff_high",
+            "p_value",
+        )
         rows = [
             {"sender": sender, "receiver": receiver, **{k: getattr(self, k)[s, r].item() for k in keys}}
-            for s, sender in enumerate(self.senders) for r, receiver in enumerate(self.receivers)
+            for s, sender in enumerate(self.senders)
+            for r, receiver in enumerate(self.receivers)
             if not self.logit_diff[s, r].isnan()
         ]
         frame = pd.DataFrame(rows, columns=["sender", "receiver", *keys])
@@ -114,22 +136,41 @@ class PathPatchResult(Result):
     def figure(self) -> go.Figure:
         """A heatmap of recovery, sender x receiver, over every path's recovery with error bars."""
         ci = self.params.get("ci", 0.95)
-        fig = make_subplots(rows=2, cols=1, row_heights=[0.6, 0.4], vertical_spacing=0.18,
-                            subplot_titles=["recovery per path", f"recovery with {ci:.0%} bootstrap intervals"])
-        fig.add_trace(go.Heatmap(
-            z=self.recovery.tolist(), x=self.receivers, y=self.senders, colorscale="RdBu", zmid=0,
-            colorbar={"title": "recovery", "len": 0.55, "y": 0.75},
-            hovertemplate="sender %{y}<br>receiver %{x}<br>recovery %{z:.3f}<extra></extra>",
-        ), row=1, col=1)
+        fig = make_subplots(
+            rows=2,
+            cols=1,
+            row_heights=[0.6, 0.4],
+            vertical_spacing=0.18,
+            subplot_titles=["recovery per path", f"recovery with {ci:.0%} bootstrap intervals"],
+        )
+        fig.add_trace(
+            go.Heatmap(
+                z=self.recovery.tolist(),
+                x=self.receivers,
+                y=self.senders,
+                colorscale="RdBu",
+                zmid=0,
+                colorbar={"title": "recovery", "len": 0.55, "y": 0.75},
+                hovertemplate="sender %{y}<br>receiver %{x}<br>recovery %{z:.3f}<extra></extra>",
+            ),
+            row=1,
+            col=1,
+        )
         fig.update_xaxes(title_text="receiver (layer, head, input)", row=1, col=1)
         fig.update_yaxes(title_text="sender (layer, head)", autorange="reversed", row=1, col=1)
         valid = ~self.logit_diff.isnan()
-        labels = [f"{self.senders[s]}->{self.receivers[r]}" for s, r in valid.nonzero().tolist()]  # row-major, as [valid]
-        values = {k: getattr(self, k)[valid] for k in ("recovery", "recovery_low", "recovery_high", "p_value")}
+        labels = [
+            f"{self.senders[s]}->{self.receivers[r]}" for s, r in valid.nonzero().tolist()
+        ]  # row-major, as [valid]
+        values = {
+            k: getattr(self, k)[valid] for k in ("recovery", "recovery_low", "recovery_high", "p_value")
+        }
         add_interval_row(fig, 2, 1, labels, values, ci)
         step = f", step {self.step}" if self.step is not None else ""
-        fig.update_layout(title=f"Path patching {self.source} into {self.split}{step} ({self.n_pairs} pairs)",
-                          showlegend=False)
+        fig.update_layout(
+            title=f"Path patching {self.source} into {self.split}{step} ({self.n_pairs} pairs)",
+            showlegend=False,
+        )
         return fig
 
 
@@ -137,15 +178,33 @@ def compute(subject: Subject, params: Params) -> PathPatchResult:
     """Path-patch every head into every receiver of the kinds in `params.receivers`."""
     pairs = pairs_for(subject, params)
     effects = path_patch(subject.model, pairs, params.receivers)
-    stats = effect_stats(effects.per_example, effects.source_per_example, effects.target_per_example, params,
-                         lambda other: path_patch(subject.model, other, params.receivers).logit_diff, pairs)
+    stats = effect_stats(
+        effects.per_example,
+        effects.source_per_example,
+        effects.target_per_example,
+        params,
+        lambda other: path_patch(subject.model, other, params.receivers).logit_diff,
+        pairs,
+    )
     return PathPatchResult(
-        params=to_dict(params), step=subject.step, split=params.split, source=params.source,
-        senders=list(effects.senders), receivers=list(effects.receivers), n_pairs=len(pairs),
-        source_logit_diff=effects.source_logit_diff, target_logit_diff=effects.target_logit_diff,
-        logit_diff=effects.logit_diff, recovery=effects.recovery, recovery_low=stats.recovery_low,
-        recovery_high=stats.recovery_high, logit_diff_low=stats.logit_diff_low, logit_diff_high=stats.logit_diff_high,
-        p_value=stats.p_value, per_example=effects.per_example, source_per_example=effects.source_per_example,
+        params=to_dict(params),
+        step=subject.step,
+        split=params.split,
+        source=params.source,
+        senders=list(effects.senders),
+        receivers=list(effects.receivers),
+        n_pairs=len(pairs),
+        source_logit_diff=effects.source_logit_diff,
+        target_logit_diff=effects.target_logit_diff,
+        logit_diff=effects.logit_diff,
+        recovery=effects.recovery,
+        recovery_low=stats.recovery_low,
+        recovery_high=stats.recovery_high,
+        logit_diff_low=stats.logit_diff_low,
+        logit_diff_high=stats.logit_diff_high,
+        p_value=stats.p_value,
+        per_example=effects.per_example,
+        source_per_example=effects.source_per_example,
         target_per_example=effects.target_per_example,
     )
 

@@ -81,15 +81,29 @@ class ProgressResult(Result):
 
     def figure(self) -> go.Figure:
         """Loss of the full, restricted and excluded logits, grouped by split."""
-        fig = go.Figure([
-            go.Bar(name=kind, x=self.splits, y=self.loss[:, k].tolist(), customdata=self.accuracy[:, k].tolist(),
-                   hovertemplate=f"{kind} logits<br>split %{{x}}<br>loss %{{y:.4g}}<br>accuracy %{{customdata:.3f}}"
-                                 "<extra></extra>")
-            for k, kind in enumerate(self.kinds)
-        ])
+        fig = go.Figure(
+            [
+                go.Bar(
+                    name=kind,
+                    x=self.splits,
+                    y=self.loss[:, k].tolist(),
+                    customdata=self.accuracy[:, k].tolist(),
+                    hovertemplate=(
+                        f"{kind} logits<br>split %{{x}}<br>loss %{{y:.4g}}<br>"
+                        "accuracy %{customdata:.3f}<extra></extra>"
+                    ),
+                )
+                for k, kind in enumerate(self.kinds)
+            ]
+        )
         step = f" at step {self.step}" if self.step is not None else ""
-        fig.update_layout(barmode="group", yaxis_type="log", xaxis_title="split", yaxis_title="loss (log scale)",
-                          title=f"Restricted and excluded loss{step}; key frequencies {self.key_frequencies}")
+        fig.update_layout(
+            barmode="group",
+            yaxis_type="log",
+            xaxis_title="split",
+            yaxis_title="loss (log scale)",
+            title=f"Restricted and excluded loss{step}; key frequencies {self.key_frequencies}",
+        )
         return fig
 
 
@@ -104,17 +118,31 @@ def compute(subject: Subject, params: Params) -> ProgressResult:
     p = modulus(subject)
     keys = choose_keys(subject.model, p, params.frequencies, params.key_ratio)
     logits = subject.model.readout(grid_tokens(p))
-    variants = {"full": logits, "restricted": restricted_logits(logits, p, keys), "excluded": excluded_logits(logits, p, keys)}
+    variants = {
+        "full": logits,
+        "restricted": restricted_logits(logits, p, keys),
+        "excluded": excluded_logits(logits, p, keys),
+    }
     losses, accuracies = [], []
     for split in subject.splits.values():
         if (split.tokens[:, :2] >= p).any():
-            raise ConfigError(f"split {split.name!r} has inputs outside 0..{p - 1}", "progress measures need x, y < p")
+            raise ConfigError(
+                f"split {split.name!r} has inputs outside 0..{p - 1}", "progress measures need x, y < p"
+            )
         rows = _rows(split.tokens, p)
-        losses.append([per_example_loss(v[rows], split.labels, subject.loss).mean() for v in variants.values()])
+        losses.append(
+            [per_example_loss(v[rows], split.labels, subject.loss).mean() for v in variants.values()]
+        )
         accuracies.append([(v[rows].argmax(-1) == split.labels).float().mean() for v in variants.values()])
     return ProgressResult(
-        params=to_dict(params), step=subject.step, p=p, key_frequencies=keys, splits=list(subject.splits),
-        kinds=list(KINDS), loss=torch.tensor(losses), accuracy=torch.tensor(accuracies),
+        params=to_dict(params),
+        step=subject.step,
+        p=p,
+        key_frequencies=keys,
+        splits=list(subject.splits),
+        kinds=list(KINDS),
+        loss=torch.tensor(losses),
+        accuracy=torch.tensor(accuracies),
     )
 
 

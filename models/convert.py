@@ -100,13 +100,15 @@ def from_transformer_lens_config_dict(data: Mapping[str, Any]) -> TransformerCon
     if isinstance(fields.get("dtype"), str):
         dtype = getattr(torch, fields["dtype"].removeprefix("torch."), None)
         if not isinstance(dtype, torch.dtype):
-            raise ConfigError(f"TransformerLens config dtype={data['dtype']!r} is not a torch dtype", "e.g. torch.float32")
+            raise ConfigError(f"TransformerLens config dtype={data['dtype']!r} is not a torch dtype",
+                              "e.g. torch.float32")
         fields["dtype"] = dtype
     HookedTransformerConfig = _transformer_lens_3("HookedTransformerConfig")
     try:
         tl_cfg = HookedTransformerConfig.from_dict(fields)
     except (TypeError, ValueError, AssertionError) as err:
-        raise ConfigError(f"not a TransformerLens config: {err}", "pass HookedTransformerConfig.to_dict()") from None
+        raise ConfigError(f"not a TransformerLens config: {err}",
+                          "pass HookedTransformerConfig.to_dict()") from None
     return from_transformer_lens_config(tl_cfg)
 
 

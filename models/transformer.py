@@ -178,7 +178,7 @@ class Transformer(HookedRootModule):
             TypeError: For a string (there is no tokenizer).
         """
         if isinstance(tokens, str):
-            raise TypeError(f"{tokens!r}: interp models have no tokenizer; pass class labels as ints or tensors")
+            raise TypeError(f"{tokens!r}: interp models have no tokenizer; pass class labels (ints, tensors)")
         if isinstance(tokens, Tensor) and tokens.numel() > 1:
             return self.W_U[:, tokens].movedim(0, -1)
         return self.W_U[:, int(tokens)]

@@ -101,10 +101,13 @@ def report(sweep_dir: str, evolution: bool, no_progress: bool) -> None:
 @cli.command()
 @click.option("--run", "run_dir", type=click.Path(file_okay=False), required=True, help="A run folder.")
 @click.option("--analysis", default=None, help="A registered analysis to evolve [default: study A's circuit figure].")
-@click.option("--param", "params", multiple=True, help="An analysis parameter, NAME=VALUE (repeatable), e.g. frequencies=14,35.")
+@click.option("--param", "params", multiple=True,
+              help="An analysis parameter, NAME=VALUE (repeatable), e.g. frequencies=14,35.")
 @click.option("--out", type=click.Path(file_okay=False), default=None, help="Output folder [default: RUN/evolution].")
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
-def evolve(run_dir: str, analysis: str | None, params: tuple[str, ...], out: str | None, no_progress: bool) -> None:
+def evolve(
+    run_dir: str, analysis: str | None, params: tuple[str, ...], out: str | None, no_progress: bool
+) -> None:
     """Run an analysis over every checkpoint of a run (cached per step), or draw study A's
     circuit-evolution figure and checkpoint explorer."""
     from analyses import get_analysis, load_subject
@@ -124,7 +127,8 @@ def evolve(run_dir: str, analysis: str | None, params: tuple[str, ...], out: str
         click.echo(f"wrote {folder / 'circuit_evolution.html'} and {folder / 'explorer.html'}")
         return
     entry = get_analysis(analysis)
-    evolution = evolve_run(run_dir, entry, params_from_strings(entry, params), load_subject, progress=not no_progress)
+    chosen = params_from_strings(entry, params)
+    evolution = evolve_run(run_dir, entry, chosen, load_subject, progress=not no_progress)
     frame = evolution.to_frame()
     frame.to_csv(folder / f"{analysis}.csv", index=False)
     click.echo(f"{analysis} over {len(evolution.steps)} checkpoints -> {folder / f'{analysis}.csv'}")
@@ -315,14 +319,17 @@ def train(preset, task_name, seed, seeds, bf16, out, resume, device, threads, jo
 
 @cli.command(name="import")
 @click.argument("source", type=click.Path(dir_okay=False))
-@click.option("--task", "task_name", required=True, help="Task family the model was trained on: mpsp, modadd or noise.")
+@click.option("--task", "task_name", required=True,
+              help="Task family the model was trained on: mpsp, modadd or noise.")
 @_add_options(_TASK_OPTIONS)
-@click.option("--data-seed", default=0, show_default=True, type=int, help="Seed of the task's splits (their digests go into the run).")
+@click.option("--data-seed", default=0, show_default=True, type=int,
+              help="Seed of the task's splits (their digests go into the run).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
-              help="TransformerLens config.json [default: the one in the torch file, or beside a .safetensors file].")
-@click.option("--loss", type=click.Choice(["cross_entropy", "mse"]), default="cross_entropy", show_default=True,
-              help="Loss the analyses report (the one the model was trained with).")
-@click.option("--step", default=0, show_default=True, type=int, help="Training step to file the checkpoint under.")
+              help="TransformerLens config.json [default: in the torch file, or beside a .safetensors].")
+@click.option("--loss", type=click.Choice(["cross_entropy", "mse"]), default="cross_entropy",
+              show_default=True, help="Loss the analyses report (the one the model was trained with).")
+@click.option("--step", default=0, show_default=True, type=int,
+              help="Training step to file the checkpoint under.")
 @click.option("--out", type=click.Path(file_okay=False), required=True, help="Run folder to create.")
 def import_(source, task_name, data_seed, config_path, loss, step, out, **options) -> None:
     """Bring a TransformerLens-convention checkpoint (a .pt/.pth holding a state dict and a config dict, or
@@ -339,7 +346,7 @@ def import_(source, task_name, data_seed, config_path, loss, step, out, **option
     task = {"name": task_name, **{f: options[f] for _, f, _, _ in _TASK_OPTIONS if options[f] is not None}}
     summary = import_checkpoint(Path(source), task, Path(out), data_seed=data_seed, step=step, loss=loss,
                                 config_path=Path(config_path) if config_path else None)
-    accuracy = ", ".join(f"{key} {value:.3f}" for key, value in summary["final"].items() if key.endswith("/acc"))
+    accuracy = ", ".join(f"{k} {v:.3f}" for k, v in summary["final"].items() if k.endswith("/acc"))
     click.echo(f"imported {source} into {out} (step {summary['step']}); {accuracy}")
 
 

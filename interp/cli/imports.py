@@ -31,8 +31,10 @@ STATE_KEYS = ("state_dict", "model_state_dict", "model", "weights")
 CONFIG_KEYS = ("config", "cfg")
 # Globals a TransformerLens config dict needs beyond torch's weights-only list: numpy scalars.
 NUMPY_DATA = ("numpy.dtype", "numpy._core.multiarray.scalar", "numpy.core.multiarray.scalar")
-RESAVE = ("re-save it as plain data: torch.save({'state_dict': model.state_dict(), 'config': model.cfg.to_dict()}, "
-          "path), or model.safetensors beside config.json")
+RESAVE = (
+    "re-save it as plain data: torch.save({'state_dict': model.state_dict(), 'config': model.cfg.to_dict()}, "
+    "path), or model.safetensors beside config.json"
+)
 
 
 def _numpy_data_globals() -> list[Any]:
@@ -41,8 +43,11 @@ def _numpy_data_globals() -> list[Any]:
     import numpy as np
 
     core = getattr(np, "_core", None) or np.core
-    kinds = [f"{k}{bits}DType" for k, sizes in (("Float", (16, 32, 64)), ("Int", (8, 16, 32, 64)),
-                                                 ("UInt", (8, 16, 32, 64))) for bits in sizes] + ["BoolDType"]
+    kinds = [
+        f"{k}{bits}DType"
+        for k, sizes in (("Float", (16, 32, 64)), ("Int", (8, 16, 32, 64)), ("UInt", (8, 16, 32, 64)))
+        for bits in sizes
+    ] + ["BoolDType"]
     classes = [getattr(np.dtypes, k) for k in kinds if hasattr(getattr(np, "dtypes", None), k)]
     return [core.multiarray.scalar, np.dtype, *classes]
 
@@ -61,22 +66,28 @@ def _torch_load(path: Path) -> Any:
     needed = get_unsafe_globals_in_checkpoint(path)  # reads the pickle's opcodes; runs nothing
     code = [n for n in needed if n not in NUMPY_DATA and not n.startswith("numpy.dtypes.")]
     if code:
-        raise CheckpointError(f"{path} needs pickled code to load ({', '.join(code)}); interp loads files with "
-                              "torch.load(weights_only=True) and never runs code from them", RESAVE)
+        raise CheckpointError(
+            f"{path} needs pickled code to load ({', '.join(code)}); interp loads files with "
+            "torch.load(weights_only=True) and never runs code from them",
+            RESAVE,
+        )
     try:
         with safe_globals(_numpy_data_globals()):
             return torch.load(path, weights_only=True, map_location="cpu")
     except pickle.UnpicklingError as err:
-        raise CheckpointError(f"{path} needs more than plain data to load ({str(err).splitlines()[-1][:200]})",
-                              RESAVE) from None
+        raise CheckpointError(
+            f"{path} needs more than plain data to load ({str(err).splitlines()[-1][:200]})", RESAVE
+        ) from None
 
 
 def _pick(data: Mapping[str, Any], keys: tuple[str, ...], what: str, path: Path) -> Any:
     for key in keys:
         if key in data:
             return data[key]
-    raise CheckpointError(f"{path} holds no {what} (looked for keys {', '.join(keys)}; found {', '.join(map(str, data))})",
-                          RESAVE)
+    raise CheckpointError(
+        f"{path} holds no {what} (looked for keys {', '.join(keys)}; found {', '.join(map(str, data))})",
+        RESAVE,
+    )
 
 
 def read_transformer_lens_checkpoint(path: Path, config_path: Path | None = None) -> tuple[dict, dict]:
@@ -107,7 +118,9 @@ def read_transformer_lens_checkpoint(path: Path, config_path: Path | None = None
     else:
         data = _torch_load(path)
         if not isinstance(data, Mapping):
-            raise CheckpointError(f"{path} holds a {type(data).__name__}, not a dict of state dict and config", RESAVE)
+            raise CheckpointError(
+                f"{path} holds a {type(data).__name__}, not a dict of state dict and config", RESAVE
+            )
         is_state = all(isinstance(v, Tensor) for v in data.values())
         state = dict(data) if is_state else dict(_pick(data, STATE_KEYS, "state dict", path))
         config = None if config_path or is_state else _pick(data, CONFIG_KEYS, "TransformerLens config", path)
@@ -126,15 +139,26 @@ def read_transformer_lens_checkpoint(path: Path, config_path: Path | None = None
 def _check_fits(cfg: Any, task: Any) -> None:
     for name in ("d_vocab", "d_vocab_out"):
         if getattr(cfg, name) != getattr(task, name):
-            raise ConfigError(f"the checkpoint's {name}={getattr(cfg, name)} does not fit task {task.to_dict()} "
-                              f"({name}={getattr(task, name)})", "give the task the model was trained on")
+            raise ConfigError(
+                f"the checkpoint's {name}={getattr(cfg, name)} does not fit task {task.to_dict()} "
+                f"({name}={getattr(task, name)})",
+                "give the task the model was trained on",
+            )
     if cfg.n_ctx < task.n_ctx:
-        raise ConfigError(f"the checkpoint's n_ctx={cfg.n_ctx} is shorter than the task's inputs ({task.n_ctx})")
+        raise ConfigError(
+            f"the checkpoint's n_ctx={cfg.n_ctx} is shorter than the task's inputs ({task.n_ctx})"
+        )
 
 
 def import_checkpoint(
-    source: Path, task_config: Mapping[str, Any], out: Path, *, data_seed: int = 0, step: int = 0,
-    loss: str = "cross_entropy", config_path: Path | None = None,
+    source: Path,
+    task_config: Mapping[str, Any],
+    out: Path,
+    *,
+    data_seed: int = 0,
+    step: int = 0,
+    loss: str = "cross_entropy",
+    config_path: Path | None = None,
 ) -> dict[str, Any]:
     """Turn a TransformerLens-convention checkpoint into the run folder `out` (see the module docstring).
 
@@ -159,8 +183,17 @@ def import_checkpoint(
     model = from_transformer_lens_state_dict(state, cfg).eval()
     splits = task.splits(data_seed)
     sha = hashlib.sha256(source.read_bytes()).hexdigest()
-    config = {"model": config_to_dict(cfg), "task": task.to_dict(), "train": {"data_seed": data_seed, "loss": loss},
-              "imported": {"source": str(source.resolve()), "sha256": sha, "format": "transformer_lens", "step": step}}
+    config = {
+        "model": config_to_dict(cfg),
+        "task": task.to_dict(),
+        "train": {"data_seed": data_seed, "loss": loss},
+        "imported": {
+            "source": str(source.resolve()),
+            "sha256": sha,
+            "format": "transformer_lens",
+            "step": step,
+        },
+    }
     with open_run(out, config, digests=split_digests(splits)) as run:
         if (done := run.finished()) is not None:
             return done

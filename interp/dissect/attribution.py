@@ -34,14 +34,27 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from interp.dissect.hooks import cache_activations
-from interp.dissect.patching import PatchPairs, example_logit_diff, hook_name, parse_sites, recovery, site_axes
+from interp.dissect.patching import (
+    PatchPairs,
+    example_logit_diff,
+    hook_name,
+    parse_sites,
+    recovery,
+    site_axes,
+)
 
 # site -> activation dimensions summed over (after the batch), leaving the site's index axes in
 # `SITES` order: resid [b, pos, d_model] keeps pos; z [b, pos, head, d_head] keeps head (z) or
 # pos and head (z_pos); pattern [b, head, q, k] keeps head.
 SUMMED_DIMS: dict[str, tuple[int, ...]] = {
-    "resid_pre": (2,), "resid_mid": (2,), "resid_post": (2,), "attn_out": (2,), "mlp_out": (2,),
-    "z": (1, 3), "z_pos": (3,), "pattern": (2, 3),
+    "resid_pre": (2,),
+    "resid_mid": (2,),
+    "resid_post": (2,),
+    "attn_out": (2,),
+    "mlp_out": (2,),
+    "z": (1, 3),
+    "z_pos": (3,),
+    "pattern": (2, 3),
 }
 DEFAULT_MAX_PAIRS = 4096  # pairs per forward/backward pass (bounds the activations kept for the backward)
 
@@ -94,19 +107,32 @@ def _chunk_attributions(
     with torch.enable_grad():
         target_logits, target = cache_activations(model, pairs.target_tokens, hooks, keep_graph=True)
         target_each = example_logit_diff(target_logits[:, -1], *labels)
-        grads = torch.autograd.grad(target_each.sum(), [target[h] for h in hooks])
-    products = {h: g * (source[h] - target[h].detach()) for h, g in zip(hooks, grads)}
+        # Identity hook points hand the same tensor on (resid_post of layer l is resid_pre of l + 1):
+        # differentiate and multiply each distinct tensor once.
+        distinct = list({id(target[h]): target[h] for h in hooks}.values())
+        grads = dict(zip(map(id, distinct), torch.autograd.grad(target_each.sum(), distinct)))
+    done: dict[int, Tensor] = {}
+    products = {}
+    for h in hooks:
+        key = id(target[h])
+        if key not in done:
+            done[key] = grads[key] * (source[h] - target[h].detach())
+        products[h] = done[key]
     return example_logit_diff(source_logits[:, -1], *labels), target_each.detach(), products
 
 
-def _site_estimates(products: dict[str, Tensor], site: str, n_layers: int) -> Float[Tensor, "layer *index batch"]:
+def _site_estimates(
+    products: dict[str, Tensor], site: str, n_layers: int
+) -> Float[Tensor, "layer *index batch"]:
     """Sum each layer's elementwise attribution over the site's non-index dimensions."""
     per_layer = [products[hook_name(site, layer)].sum(SUMMED_DIMS[site]) for layer in range(n_layers)]
     return torch.stack(per_layer).movedim(1, -1)  # [layer, batch, *index] -> [layer, *index, batch]
 
 
 def attribution_sweep(
-    model: nn.Module, pairs: PatchPairs, sites: str | Sequence[str] = tuple(SUMMED_DIMS),
+    model: nn.Module,
+    pairs: PatchPairs,
+    sites: str | Sequence[str] = tuple(SUMMED_DIMS),
     max_pairs: int = DEFAULT_MAX_PAIRS,
 ) -> AttributionSweep:
     """Attribution-patching estimates for every index of every site (layouts as in `SITES`).
@@ -125,7 +151,9 @@ def attribution_sweep(
     hooks = sorted({hook_name(s, layer) for s in sites for layer in range(n_layers)})
     sources, targets, estimates = [], [], {s: [] for s in sites}
     for start in range(0, len(pairs), max_pairs):
-        source_each, target_each, products = _chunk_attributions(model, pairs.rows(start, start + max_pairs), hooks)
+        source_each, target_each, products = _chunk_attributions(
+            model, pairs.rows(start, start + max_pairs), hooks
+        )
         sources.append(source_each)
         targets.append(target_each)
         for site in sites:

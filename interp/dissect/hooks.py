@@ -40,7 +40,9 @@ def check_hook_names(model: nn.Module, names: Iterable[str]) -> None:
     valid = model.hook_dict
     for name in names:
         if name not in valid:
-            raise HookError(f"no hook point named {name!r} on {type(model).__name__}", did_you_mean(name, valid))
+            raise HookError(
+                f"no hook point named {name!r} on {type(model).__name__}", did_you_mean(name, valid)
+            )
 
 
 def _recording(name: str, fn: HookFn, fired: set[str]) -> HookFn:
@@ -77,8 +79,9 @@ def checked_hooks(model: nn.Module, fwd_hooks: Sequence[tuple[str, HookFn]]) -> 
         raise HookError(
             f"hook{'s' if len(silent) > 1 else ''} {', '.join(map(repr, silent))} registered on "
             f"{type(model).__name__} but never fired during the forward pass",
-            "the hook point is not on the forward path: a module replaced after the model was built, an opt-in "
-            "hook (e.g. hook_result needs use_attn_result=True), or a forward that skips hooks (fast_readout)",
+            "the hook point is not on the forward path: a module replaced after the model was built, an "
+            "opt-in hook (e.g. hook_result needs use_attn_result=True), or a forward that skips hooks "
+            "(fast_readout)",
         )
 
 
@@ -128,5 +131,7 @@ def cache_activations(
     """
     store: dict[str, Tensor] = {}
     names = list(dict.fromkeys(names))
-    logits = run_with_checked_hooks(model, tokens, [(name, _saving(name, store, keep_graph)) for name in names])
+    logits = run_with_checked_hooks(
+        model, tokens, [(name, _saving(name, store, keep_graph)) for name in names]
+    )
     return logits, store

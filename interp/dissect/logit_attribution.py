@@ -52,7 +52,9 @@ class LogitAttribution:
     logit_diff: Float[Tensor, " batch"]
 
 
-def contrast(weights: Float[Tensor, "... d_vocab_out"], labels: Int[Tensor, " batch"]) -> Float[Tensor, "batch ..."]:
+def contrast(
+    weights: Float[Tensor, "... d_vocab_out"], labels: Int[Tensor, " batch"]
+) -> Float[Tensor, "batch ..."]:
     """``weights[..., y] - mean over c != y of weights[..., c]`` for every label y (the class axis last).
 
     Applied to `W_U` [d_model, d_vocab_out] it gives each example's contrast direction
@@ -63,7 +65,9 @@ def contrast(weights: Float[Tensor, "... d_vocab_out"], labels: Int[Tensor, " ba
     return true - (weights.sum(-1) - true) / (n - 1)
 
 
-def contrast_logits(logits: Float[Tensor, "batch d_vocab_out"], labels: Int[Tensor, " batch"]) -> Float[Tensor, " batch"]:
+def contrast_logits(
+    logits: Float[Tensor, "batch d_vocab_out"], labels: Int[Tensor, " batch"]
+) -> Float[Tensor, " batch"]:
     """``logit[i, y_i] - mean over c != y_i of logit[i, c]``."""
     true = logits.gather(1, labels[:, None]).squeeze(1)
     return true - (logits.sum(1) - true) / (logits.shape[1] - 1)
@@ -83,11 +87,16 @@ def _hooks(model: nn.Module, neurons: bool) -> list[str]:
     cfg = model.cfg
     names = ["hook_embed"] + (["hook_pos_embed"] if cfg.positional_embedding_type == "standard" else [])
     for layer in range(cfg.n_layers):
-        names += [f"blocks.{layer}.attn.hook_z", f"blocks.{layer}.mlp.hook_post" if neurons else f"blocks.{layer}.hook_mlp_out"]
+        names += [
+            f"blocks.{layer}.attn.hook_z",
+            f"blocks.{layer}.mlp.hook_post" if neurons else f"blocks.{layer}.hook_mlp_out",
+        ]
     return names + (["ln_final.hook_scale"] if cfg.normalization_type == "LN" else [])
 
 
-def _project(x: Float[Tensor, "batch k d_model"], v: Float[Tensor, "batch d_model"], scale: Tensor | None) -> Tensor:
+def _project(
+    x: Float[Tensor, "batch k d_model"], v: Float[Tensor, "batch d_model"], scale: Tensor | None
+) -> Tensor:
     """``centre(x) / scale . v`` for every row of `x` (no centring or scale without LayerNorm)."""
     dot = torch.einsum("bkd,bd->bk", x, v)
     if scale is None:
@@ -125,7 +134,11 @@ def _chunk_terms(model: nn.Module, tokens: Tensor, labels: Tensor, neurons: bool
 
 @torch.no_grad()
 def direct_logit_attribution(
-    model: nn.Module, tokens: Int[Tensor, "batch pos"], labels: Int[Tensor, " batch"], *, neurons: bool = False,
+    model: nn.Module,
+    tokens: Int[Tensor, "batch pos"],
+    labels: Int[Tensor, " batch"],
+    *,
+    neurons: bool = False,
     chunk: int = DEFAULT_CHUNK,
 ) -> LogitAttribution:
     """Every component's direct term of the label-contrast logit difference (module docstring).
@@ -140,7 +153,9 @@ def direct_logit_attribution(
     Returns:
         The terms per component and example, and the model's logit difference they sum to.
     """
-    parts = [_chunk_terms(model, tokens[i : i + chunk], labels[i : i + chunk], neurons)
-             for i in range(0, len(tokens), chunk)]
+    parts = [
+        _chunk_terms(model, tokens[i : i + chunk], labels[i : i + chunk], neurons)
+        for i in range(0, len(tokens), chunk)
+    ]
     terms = torch.cat([t for t, _ in parts]).T
     return LogitAttribution(component_names(model, neurons), terms, torch.cat([ld for _, ld in parts]))

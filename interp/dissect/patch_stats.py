@@ -44,7 +44,9 @@ def bootstrap_counts(n: int, n_boot: int, seed: int = 0) -> Float[Tensor, "n_boo
     return torch.zeros(n_boot, n).scatter_add_(1, draws, torch.ones(n_boot, n))
 
 
-def bootstrap_means(per_example: Float[Tensor, "*m n"], counts: Float[Tensor, "n_boot n"]) -> Float[Tensor, "*m n_boot"]:
+def bootstrap_means(
+    per_example: Float[Tensor, "*m n"], counts: Float[Tensor, "n_boot n"]
+) -> Float[Tensor, "*m n_boot"]:
     """The mean of `per_example` over its last axis in every resample given by `counts`."""
     return per_example.double() @ counts.double().T / counts.shape[1]
 
@@ -78,7 +80,9 @@ def repairing(pairs: PatchPairs, seed: int) -> Tensor:
 
 def repaired(pairs: PatchPairs, order: Tensor) -> PatchPairs:
     """`pairs` with source row ``order[i]`` paired with target row i (labels as `repairing` keeps them)."""
-    return PatchPairs(pairs.source_tokens[order], pairs.target_tokens, pairs.source_labels[order], pairs.target_labels)
+    return PatchPairs(
+        pairs.source_tokens[order], pairs.target_tokens, pairs.source_labels[order], pairs.target_labels
+    )
 
 
 def permutation_null(
@@ -117,8 +121,14 @@ class EffectStats:
 
 
 def effect_statistics(
-    per_example: Float[Tensor, "*m n"], source: Float[Tensor, " n"], target: Float[Tensor, " n"], *,
-    n_boot: int = 1000, level: float = 0.95, seed: int = 0, null: Float[Tensor, "k *m"] | None = None,
+    per_example: Float[Tensor, "*m n"],
+    source: Float[Tensor, " n"],
+    target: Float[Tensor, " n"],
+    *,
+    n_boot: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+    null: Float[Tensor, "k *m"] | None = None,
 ) -> EffectStats:
     """Intervals (and, given a `null`, p-values) of patched logit differences and recoveries.
 
@@ -143,5 +153,9 @@ def effect_statistics(
     ratio = torch.where(denominator != 0, (patched - tgt) / denominator, torch.nan)
     rec_low, rec_high = percentile_interval(ratio, level)
     observed = per_example.mean(-1)
-    p = permutation_p_values(observed, null) if null is not None and len(null) else torch.full_like(observed, torch.nan)
+    p = (
+        permutation_p_values(observed, null)
+        if null is not None and len(null)
+        else torch.full_like(observed, torch.nan)
+    )
     return EffectStats(ld_low, ld_high, rec_low, rec_high, p)

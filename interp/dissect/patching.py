@@ -195,7 +195,9 @@ def cross_pairs(source: Split, target: Split, seed: int = 0) -> PatchPairs:
 
 
 def example_logit_diff(
-    logits: Float[Tensor, "... batch d_vocab_out"], source_labels: Int[Tensor, " batch"], target_labels: Int[Tensor, " batch"]
+    logits: Float[Tensor, "... batch d_vocab_out"],
+    source_labels: Int[Tensor, " batch"],
+    target_labels: Int[Tensor, " batch"],
 ) -> Float[Tensor, "... batch"]:
     """``logit[i, y_source_i] - logit[i, y_target_i]`` of every example (readout logits)."""
     shape = (*logits.shape[:-1], 1)
@@ -297,7 +299,8 @@ def patch_sweep(
     target_logits, target_cache = cache_activations(model, pairs.target_tokens, sorted(hooks))
     source_logits, target_logits = source_logits[:, -1], target_logits[:, -1]
     labels = (pairs.source_labels, pairs.target_labels)
-    source_each, target_each = example_logit_diff(source_logits, *labels), example_logit_diff(target_logits, *labels)
+    source_each = example_logit_diff(source_logits, *labels)
+    target_each = example_logit_diff(target_logits, *labels)
     ld_source, ld_target = source_each.mean().item(), target_each.mean().item()
     interventions = {s: patch_interventions(model, s, cache, n_pos) for s in sites}
     flat = [iv for s in sites for iv in interventions[s]]

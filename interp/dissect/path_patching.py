@@ -76,7 +76,12 @@ class PathEffects:
 def receiver_names(model: nn.Module, kinds: Sequence[str]) -> list[tuple[str, int | None, int | None, str]]:
     """``(name, layer, head, kind)`` of every receiver of `kinds` (``logits`` last, layer None)."""
     heads = [k for k in kinds if k != "logits"]
-    out = [(f"L{l}H{h}.{k}", l, h, k) for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads) for k in heads]
+    out = [
+        (f"L{l}H{h}.{k}", l, h, k)
+        for l in range(model.cfg.n_layers)
+        for h in range(model.cfg.n_heads)
+        for k in heads
+    ]
     return out + ([("logits", None, None, "logits")] if "logits" in kinds else [])
 
 
@@ -94,7 +99,9 @@ def _save(store: dict[str, Tensor], name: str) -> Any:
     return hook
 
 
-def _receiver_inputs(model: nn.Module, tokens: Tensor, layer: int, resid: Tensor, kinds: Sequence[str]) -> dict:
+def _receiver_inputs(
+    model: nn.Module, tokens: Tensor, layer: int, resid: Tensor, kinds: Sequence[str]
+) -> dict:
     """Pass 1: the q/k/v of every head at `layer` when its residual input is `resid`."""
     store: dict[str, Tensor] = {}
     hooks = [(f"blocks.{layer}.hook_resid_pre", _write(resid))]
@@ -105,7 +112,11 @@ def _receiver_inputs(model: nn.Module, tokens: Tensor, layer: int, resid: Tensor
 
 
 def _sender_runs(
-    model: nn.Module, tokens: Tensor, delta: Tensor, layer: int, target: dict[str, Tensor],
+    model: nn.Module,
+    tokens: Tensor,
+    delta: Tensor,
+    layer: int,
+    target: dict[str, Tensor],
     receivers: list[tuple[str, int | None, int | None, str]],
 ) -> list[tuple[int, Intervention]]:
     """The second-pass run of every receiver downstream of a sender in `layer` whose change of
@@ -114,10 +125,14 @@ def _sender_runs(
     kinds = list(dict.fromkeys(kind for _, _, _, kind in receivers if kind != "logits"))
     for layer_r in range(layer + 1, model.cfg.n_layers):
         if kinds:
-            inputs = _receiver_inputs(model, tokens, layer_r, target[f"blocks.{layer_r}.hook_resid_pre"] + delta, kinds)
+            inputs = _receiver_inputs(
+                model, tokens, layer_r, target[f"blocks.{layer_r}.hook_resid_pre"] + delta, kinds
+            )
         for r, (_, l_r, h_r, kind) in enumerate(receivers):
             if l_r == layer_r:
-                runs.append((r, Intervention(f"blocks.{l_r}.attn.hook_{kind}", (_ALL, h_r), inputs[kind][:, :, h_r])))
+                runs.append(
+                    (r, Intervention(f"blocks.{l_r}.attn.hook_{kind}", (_ALL, h_r), inputs[kind][:, :, h_r]))
+                )
     if receivers and receivers[-1][0] == "logits":
         last = f"blocks.{model.cfg.n_layers - 1}.hook_resid_post"
         runs.append((len(receivers) - 1, Intervention(last, (), target[last] + delta)))
@@ -126,7 +141,9 @@ def _sender_runs(
 
 @torch.no_grad()
 def path_patch(
-    model: nn.Module, pairs: PatchPairs, receivers: str | Sequence[str] = RECEIVER_KINDS,
+    model: nn.Module,
+    pairs: PatchPairs,
+    receivers: str | Sequence[str] = RECEIVER_KINDS,
     max_rows: int = DEFAULT_MAX_ROWS,
 ) -> PathEffects:
     """Path-patch every head into every receiver of the kinds in `receivers`.
@@ -143,7 +160,9 @@ def path_patch(
     cfg, tokens = model.cfg, pairs.target_tokens
     rec = receiver_names(model, parse_choices(receivers, RECEIVER_KINDS, "path-patching receiver"))
     z = [f"blocks.{l}.attn.hook_z" for l in range(cfg.n_layers)]
-    resid = [f"blocks.{l}.hook_resid_pre" for l in range(cfg.n_layers)] + [f"blocks.{cfg.n_layers - 1}.hook_resid_post"]
+    resid = [f"blocks.{l}.hook_resid_pre" for l in range(cfg.n_layers)] + [
+        f"blocks.{cfg.n_layers - 1}.hook_resid_post"
+    ]
     source_logits, source = cache_activations(model, pairs.source_tokens, z)
     target_logits, target = cache_activations(model, tokens, z + resid)
     labels = (pairs.source_labels, pairs.target_labels)
@@ -161,6 +180,13 @@ def path_patch(
     source_each, target_each = (example_logit_diff(x[:, -1], *labels) for x in (source_logits, target_logits))
     ld, ld_source, ld_target = per_example.mean(-1), source_each.mean().item(), target_each.mean().item()
     return PathEffects(
-        tuple(f"L{l}H{h}" for l, h in senders), tuple(name for name, *_ in rec), ld, recovery(ld, ld_source, ld_target),
-        per_example, ld_source, ld_target, source_each, target_each,
+        tuple(f"L{l}H{h}" for l, h in senders),
+        tuple(name for name, *_ in rec),
+        ld,
+        recovery(ld, ld_source, ld_target),
+        per_example,
+        ld_source,
+        ld_target,
+        source_each,
+        target_each,
     )

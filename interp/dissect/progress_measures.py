@@ -96,10 +96,14 @@ def parse_frequencies(text: str, p: int) -> list[int] | None:
     try:
         keys = sorted({int(part) for part in text.split(",") if part.strip()})
     except ValueError:
-        raise ConfigError(f"frequencies={text!r} is not 'auto' or a list of integers", "e.g. auto or 14,35,41") from None
+        raise ConfigError(
+            f"frequencies={text!r} is not 'auto' or a list of integers", "e.g. auto or 14,35,41"
+        ) from None
     bad = [k for k in keys if not 1 <= k <= n_frequencies(p)]
     if not keys or bad:
-        raise ConfigError(f"frequencies={text!r}: {bad or 'none given'}", f"use 'auto' or integers in 1..{n_frequencies(p)}")
+        raise ConfigError(
+            f"frequencies={text!r}: {bad or 'none given'}", f"use 'auto' or integers in 1..{n_frequencies(p)}"
+        )
     return keys
 
 
@@ -121,13 +125,17 @@ def _key_component(logits: Float[Tensor, "pairs c"], p: int, keys: Sequence[int]
     return (directions @ (directions.T @ logits.double())).to(logits.dtype)
 
 
-def restricted_logits(logits: Float[Tensor, "pairs c"], p: int, keys: Sequence[int]) -> Float[Tensor, "pairs c"]:
+def restricted_logits(
+    logits: Float[Tensor, "pairs c"], p: int, keys: Sequence[int]
+) -> Float[Tensor, "pairs c"]:
     """The logits projected onto the constant and the key frequencies of ``x + y`` (per class)."""
     _check_grid(logits, p)
     return logits.mean(0, keepdim=True) + _key_component(logits - logits.mean(0, keepdim=True), p, keys)
 
 
-def excluded_logits(logits: Float[Tensor, "pairs c"], p: int, keys: Sequence[int]) -> Float[Tensor, "pairs c"]:
+def excluded_logits(
+    logits: Float[Tensor, "pairs c"], p: int, keys: Sequence[int]
+) -> Float[Tensor, "pairs c"]:
     """The logits with their components along the key frequencies of ``x + y`` removed (per class)."""
     _check_grid(logits, p)
     return logits - _key_component(logits, p, keys)

@@ -2,7 +2,8 @@
 
 A neuron is removed by zeroing its activation at a hook point (study C: `hook_post`, the
 squared hidden layer) inside `interp.dissect.hooks.checked_hooks`; nothing is edited, nothing
-stays registered, and a readout that skips the hook (such as `fast_readout`) is an error. Zeroing `post[:, k]` is exactly zeroing row `k` of the unembedding `W_U`, since
+stays registered, and a readout that skips the hook (such as `fast_readout`) is an
+error. Zeroing `post[:, k]` is exactly zeroing row `k` of the unembedding `W_U`, since
 `logits = post @ W_U`.
 
 When every neuron is removed the logits are all zero: `argmax` then returns class 0 for every

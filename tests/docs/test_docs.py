@@ -66,8 +66,9 @@ def test_analysis_pages_state_definition_and_reference(name, tmp_path):
     analysis = get_analysis(name)
     assert analysis.definition.strip() and analysis.reference.strip(), name
     text = _load_extension().page(name)
-    assert "## Definition" in text and analysis.definition in text and f"**Reference:** {analysis.reference}" in text
-    assert "SCIENCE" not in analysis.definition + analysis.reference, "docs never cite files outside the repository"
+    assert "## Definition" in text and analysis.definition in text
+    assert f"**Reference:** {analysis.reference}" in text
+    assert "SCIENCE" not in analysis.definition + analysis.reference, "docs cite no file outside the repo"
 
 
 def test_every_command_the_docs_name_exists():

@@ -80,7 +80,8 @@ def test_registry_entry_matches_its_module(name):
     analysis = get_analysis(name)
     assert (analysis.name, analysis.summary) == (name, REGISTRY[name][1])
     assert analysis.result.analysis == name
-    assert analysis.models and set(analysis.models) <= {_kind(r) for r in RUNS}, "declare the model kinds it applies to"
+    kinds = {_kind(r) for r in RUNS}
+    assert analysis.models and set(analysis.models) <= kinds, "declare the model kinds it applies to"
     assert any(_applies(name, run) for run in RUNS), "no integration run exercises it"
     assert dataclasses.is_dataclass(analysis.params) and analysis.params.__dataclass_params__.frozen
     assert all(f.metadata.get("help") for f in dataclasses.fields(analysis.params)), "every param needs a help text"
@@ -99,7 +100,8 @@ def test_cli_and_python_api_give_identical_results(name, run, runs, tmp_path, ca
     assert api_json == cli_json
     assert api_tensors.keys() == cli_tensors.keys()
     for key in api_tensors:
-        torch.testing.assert_close(api_tensors[key], cli_tensors[key], rtol=0, atol=0, equal_nan=True, msg=key)
+        torch.testing.assert_close(api_tensors[key], cli_tensors[key], rtol=0, atol=0, equal_nan=True,
+                                   msg=key)
     assert (tmp_path / "cli" / "figure.html").stat().st_size > 0
     loaded = analysis.result.load(tmp_path / "api")
     assert loaded.to_frame().equals(result.to_frame())
@@ -148,10 +150,12 @@ def test_no_analysis_lets_a_hook_fail_silently(name, run, runs, tmp_path):
         assert "never fired" in str(err)
         return
     result.save(tmp_path / "broken", figure=False)
-    (intact_json, intact_tensors), (broken_json, broken_tensors) = _saved(tmp_path / "intact"), _saved(tmp_path / "broken")
+    intact_json, intact_tensors = _saved(tmp_path / "intact")
+    broken_json, broken_tensors = _saved(tmp_path / "broken")
     assert intact_json == broken_json
     for key in intact_tensors:
-        torch.testing.assert_close(intact_tensors[key], broken_tensors[key], rtol=0, atol=0, equal_nan=True, msg=key)
+        torch.testing.assert_close(intact_tensors[key], broken_tensors[key], rtol=0, atol=0, equal_nan=True,
+                                   msg=key)
 
 
 @pytest.mark.parametrize("name, run, params", [
@@ -159,13 +163,15 @@ def test_no_analysis_lets_a_hook_fail_silently(name, run, runs, tmp_path):
     ("fourier", "quadratic_mlp", []),
     ("dla", "transformer", ["--param", "splits=adv"]),
 ])
-def test_evolve_runs_an_analysis_over_every_checkpoint_with_its_params(name, run, params, runs, tmp_path, capsys):
+def test_evolve_runs_an_analysis_over_every_checkpoint_with_its_params(
+    name, run, params, runs, tmp_path, capsys
+):
     import pandas as pd
 
     from interp.store import list_checkpoints
 
-    code, out, err = _cli(capsys, "evolve", "--run", str(runs[run]), "--analysis", name, *params, "--out", str(tmp_path),
-                          "--no-progress")
+    code, out, err = _cli(capsys, "evolve", "--run", str(runs[run]), "--analysis", name, *params,
+                          "--out", str(tmp_path), "--no-progress")
     assert code == 0, err
     frame = pd.read_csv(tmp_path / f"{name}.csv")
     assert sorted(frame["step"].unique()) == list_checkpoints(runs[run])
@@ -176,5 +182,6 @@ def test_evolve_runs_an_analysis_over_every_checkpoint_with_its_params(name, run
 
 
 def test_evolve_rejects_unknown_params_with_exit_2(runs, capsys):
-    code, _, err = _cli(capsys, "evolve", "--run", str(runs["transformer"]), "--analysis", "dla", "--param", "neuron=1")
+    code, _, err = _cli(capsys, "evolve", "--run", str(runs["transformer"]), "--analysis", "dla",
+                        "--param", "neuron=1")
     assert code == 2 and "did you mean 'neurons'" in err and "Traceback" not in err

@@ -22,10 +22,21 @@ TASK = ModAddTask(p=P, train_frac=0.6)
 
 
 def _tl_model(seed: int = 0, **overrides) -> HookedTransformer:
-    cfg = HookedTransformerConfig(**{
-        "n_layers": 1, "d_model": 16, "n_heads": 2, "d_head": 8, "d_mlp": 32, "n_ctx": 3, "d_vocab": P + 1,
-        "d_vocab_out": P, "act_fn": "relu", "normalization_type": None, **overrides,
-    })
+    cfg = HookedTransformerConfig(
+        **{
+            "n_layers": 1,
+            "d_model": 16,
+            "n_heads": 2,
+            "d_head": 8,
+            "d_mlp": 32,
+            "n_ctx": 3,
+            "d_vocab": P + 1,
+            "d_vocab_out": P,
+            "act_fn": "relu",
+            "normalization_type": None,
+            **overrides,
+        }
+    )
     torch.manual_seed(seed)
     model = HookedTransformer(cfg)
     with torch.no_grad():  # non-zero biases, so they are imported too
@@ -57,9 +68,24 @@ def _assert_same_function(run_dir, tl_model):
 def test_a_torch_file_with_state_dict_and_config_dict_round_trips(tmp_path, capsys):
     tl_model = _tl_model()
     path = tmp_path / "grokking.pth"
-    torch.save({"state_dict": tl_model.state_dict(), "config": tl_model.cfg.to_dict()}, path)  # numpy scalars inside
-    code, out, err = _cli(capsys, "import", str(path), "--task", "modadd", "--p", str(P), "--train-frac", "0.6",
-                          "--step", "300", "--out", str(tmp_path / "run"))
+    torch.save(
+        {"state_dict": tl_model.state_dict(), "config": tl_model.cfg.to_dict()}, path
+    )  # numpy scalars inside
+    code, out, err = _cli(
+        capsys,
+        "import",
+        str(path),
+        "--task",
+        "modadd",
+        "--p",
+        str(P),
+        "--train-frac",
+        "0.6",
+        "--step",
+        "300",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert code == 0, err
     assert "imported" in out
     subject = _assert_same_function(tmp_path / "run", tl_model)
@@ -81,32 +107,65 @@ def test_safetensors_beside_a_config_json(tmp_path, capsys):
     folder.mkdir()
     state = {k: v.contiguous() for k, v in tl_model.state_dict().items()}
     safetensors.torch.save_file(state, folder / "model.safetensors")
-    (folder / "config.json").write_text(json.dumps(tl_model.cfg.to_dict(), default=str))  # dtype as "torch.float32"
-    code, _, err = _cli(capsys, "import", str(folder / "model.safetensors"), "--task", "modadd", "--p", str(P),
-                        "--train-frac", "0.6", "--out", str(tmp_path / "run"))
+    (folder / "config.json").write_text(
+        json.dumps(tl_model.cfg.to_dict(), default=str)
+    )  # dtype as "torch.float32"
+    code, _, err = _cli(
+        capsys,
+        "import",
+        str(folder / "model.safetensors"),
+        "--task",
+        "modadd",
+        "--p",
+        str(P),
+        "--train-frac",
+        "0.6",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert code == 0, err
     _assert_same_function(tmp_path / "run", tl_model)
-    code, _, err = _cli(capsys, "import", str(folder / "model.safetensors"), "--task", "modadd", "--p", str(P),
-                        "--train-frac", "0.6", "--out", str(tmp_path / "run"))
+    code, _, err = _cli(
+        capsys,
+        "import",
+        str(folder / "model.safetensors"),
+        "--task",
+        "modadd",
+        "--p",
+        str(P),
+        "--train-frac",
+        "0.6",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert code == 0, "importing again into the same folder is idempotent"
 
 
 @pytest.mark.parametrize("payload", ["config_object", "whole_model"])
 def test_files_that_need_pickled_code_are_refused(tmp_path, capsys, payload):
     tl_model = _tl_model()
-    data = {"state_dict": tl_model.state_dict(), "config": tl_model.cfg} if payload == "config_object" else tl_model
+    data = (
+        {"state_dict": tl_model.state_dict(), "config": tl_model.cfg}
+        if payload == "config_object"
+        else tl_model
+    )
     path = tmp_path / "unsafe.pt"
     torch.save(data, path)
-    code, _, err = _cli(capsys, "import", str(path), "--task", "modadd", "--p", str(P), "--out", str(tmp_path / "run"))
+    code, _, err = _cli(
+        capsys, "import", str(path), "--task", "modadd", "--p", str(P), "--out", str(tmp_path / "run")
+    )
     assert code == 2 and "Traceback" not in err
     assert "needs pickled code" in err and "transformer_lens" in err and "re-save it as plain data" in err
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--task", "modadd", "--p", "13"], "d_vocab=12"),
-    (["--task", "modad", "--p", str(P)], "did you mean 'modadd'"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--task", "modadd", "--p", "13"], "d_vocab=12"),
+        (["--task", "modad", "--p", str(P)], "did you mean 'modadd'"),
+    ],
+)
 def test_a_task_the_model_does_not_fit_exits_2(tmp_path, capsys, args, message):
     tl_model = _tl_model()
     path = tmp_path / "model.pt"
@@ -120,7 +179,11 @@ def test_unsupported_transformer_lens_settings_and_missing_files_exit_2(tmp_path
     tl_model.process_weights_(fold_ln=True)  # LayerNorm folded: LNPre, which our model does not implement
     path = tmp_path / "folded.pt"
     torch.save({"state_dict": tl_model.state_dict(), "config": tl_model.cfg.to_dict()}, path)
-    code, _, err = _cli(capsys, "import", str(path), "--task", "modadd", "--p", str(P), "--out", str(tmp_path / "a"))
+    code, _, err = _cli(
+        capsys, "import", str(path), "--task", "modadd", "--p", str(P), "--out", str(tmp_path / "a")
+    )
     assert code == 2 and "LNPre" in err
-    code, _, err = _cli(capsys, "import", str(tmp_path / "nope.pt"), "--task", "modadd", "--out", str(tmp_path / "b"))
+    code, _, err = _cli(
+        capsys, "import", str(tmp_path / "nope.pt"), "--task", "modadd", "--out", str(tmp_path / "b")
+    )
     assert code == 2 and "nope.pt" in err

@@ -41,10 +41,13 @@ def _constant_last_mlp(model):
     return model
 
 
-@pytest.mark.parametrize("sites, constant_mlp", [
-    (["resid_post", "mlp_out"], False),
-    (["resid_post", "mlp_out", "attn_out", "z", "z_pos", "pattern"], True),
-])
+@pytest.mark.parametrize(
+    "sites, constant_mlp",
+    [
+        (["resid_post", "mlp_out"], False),
+        (["resid_post", "mlp_out", "attn_out", "z", "z_pos", "pattern"], True),
+    ],
+)
 def test_exact_where_the_metric_is_linear(pairs, sites, constant_mlp):
     model = random_transformer(TASK, seed=2, normalization_type=None)
     model = _constant_last_mlp(model) if constant_mlp else model
@@ -53,15 +56,22 @@ def test_exact_where_the_metric_is_linear(pairs, sites, constant_mlp):
     for site in sites:
         got, want = estimate.effects[site], actual.effects[site]
         torch.testing.assert_close(got.logit_diff[LAST], want.logit_diff[LAST], atol=ATOL, rtol=0, msg=site)
-        torch.testing.assert_close(got.per_example[LAST], want.per_example[LAST], atol=5 * ATOL, rtol=0, msg=site)
+        torch.testing.assert_close(
+            got.per_example[LAST], want.per_example[LAST], atol=5 * ATOL, rtol=0, msg=site
+        )
     assert estimate.target_logit_diff == pytest.approx(actual.target_logit_diff, abs=ATOL)
 
 
 def test_not_exact_where_the_metric_is_not_linear(pairs):
     # The final LayerNorm makes even the last resid_post nonlinear: the oracle above is not vacuous.
     model = random_transformer(TASK, seed=2)
-    estimate, actual = attribution_sweep(model, pairs, ["resid_post"]), patch_sweep(model, pairs, ["resid_post"])
-    assert (estimate.effects["resid_post"].logit_diff - actual.effects["resid_post"].logit_diff).abs().max() > 1e-3
+    estimate, actual = (
+        attribution_sweep(model, pairs, ["resid_post"]),
+        patch_sweep(model, pairs, ["resid_post"]),
+    )
+    assert (
+        estimate.effects["resid_post"].logit_diff - actual.effects["resid_post"].logit_diff
+    ).abs().max() > 1e-3
 
 
 def _directional_derivative(model, pairs: PatchPairs, site: str, index: tuple[int, ...]) -> torch.Tensor:
@@ -71,7 +81,9 @@ def _directional_derivative(model, pairs: PatchPairs, site: str, index: tuple[in
     module = dict(model.named_modules())[template.format(layer)]
     recorded = {}
     for name, tokens in (("source", pairs.source_tokens), ("target", pairs.target_tokens)):
-        handle = module.register_forward_hook(lambda mod, inp, out, name=name: recorded.setdefault(name, out.detach()))
+        handle = module.register_forward_hook(
+            lambda mod, inp, out, name=name: recorded.setdefault(name, out.detach())
+        )
         try:
             with torch.no_grad():
                 model(tokens)
@@ -119,4 +131,6 @@ def test_frozen_weights_still_give_gradients_with_respect_to_activations(pairs):
         p.requires_grad_(False)
     frozen = attribution_sweep(model, pairs, ["resid_pre", "z"])
     for site in ("resid_pre", "z"):
-        torch.testing.assert_close(frozen.effects[site].per_example, expected.effects[site].per_example, atol=1e-6, rtol=0)
+        torch.testing.assert_close(
+            frozen.effects[site].per_example, expected.effects[site].per_example, atol=1e-6, rtol=0
+        )

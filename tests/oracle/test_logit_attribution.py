@@ -47,9 +47,15 @@ def _transformer_lens_terms(model, tokens, labels, neurons: bool) -> dict[str, t
     n = model.cfg.d_vocab_out
     with torch.no_grad():
         _, cache = tl_model.run_with_cache(tokens)
-        stack, names = cache.get_full_resid_decomposition(expand_neurons=neurons, pos_slice=-1, return_labels=True)
-        attrs = torch.stack([cache.logit_attrs(stack, labels, (labels + k) % n, pos_slice=-1) for k in range(1, n)]).mean(0)
-        b_u = torch.stack([tl_model.b_U[labels] - tl_model.b_U[(labels + k) % n] for k in range(1, n)]).mean(0)
+        stack, names = cache.get_full_resid_decomposition(
+            expand_neurons=neurons, pos_slice=-1, return_labels=True
+        )
+        attrs = torch.stack(
+            [cache.logit_attrs(stack, labels, (labels + k) % n, pos_slice=-1) for k in range(1, n)]
+        ).mean(0)
+        b_u = torch.stack([tl_model.b_U[labels] - tl_model.b_U[(labels + k) % n] for k in range(1, n)]).mean(
+            0
+        )
     return {**dict(zip(_tl_names(names), attrs)), "unembed_bias": b_u}
 
 

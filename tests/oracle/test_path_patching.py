@@ -44,7 +44,10 @@ def _raw_hooks(model, hooks: dict):
 
 def _record(model, tokens, names):
     out = {}
-    with _raw_hooks(model, {n: (lambda m, i, o, n=n: out.setdefault(n, o.detach().clone())) for n in names}), torch.no_grad():
+    with (
+        _raw_hooks(model, {n: (lambda m, i, o, n=n: out.setdefault(n, o.detach().clone())) for n in names}),
+        torch.no_grad(),
+    ):
         model(tokens)
     return out
 
@@ -58,12 +61,17 @@ def _replace_head(value, head):
     return hook
 
 
-def _two_pass(model, pairs: PatchPairs, sender: tuple[int, int], receiver: tuple[int, int, str] | None) -> torch.Tensor:
+def _two_pass(
+    model, pairs: PatchPairs, sender: tuple[int, int], receiver: tuple[int, int, str] | None
+) -> torch.Tensor:
     n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
     z = [f"blocks.{l}.attn.hook_z" for l in range(n_layers)]
     mlp = [f"blocks.{l}.hook_mlp_out" for l in range(n_layers)]
     qkv = [f"blocks.{l}.attn.hook_{k}" for l in range(n_layers) for k in "qkv"]
-    source, target = _record(model, pairs.source_tokens, z), _record(model, pairs.target_tokens, z + mlp + qkv)
+    source, target = (
+        _record(model, pairs.source_tokens, z),
+        _record(model, pairs.target_tokens, z + mlp + qkv),
+    )
     frozen_z = {}
     for layer in range(n_layers):
         value = target[z[layer]].clone()
@@ -85,8 +93,11 @@ def _two_pass(model, pairs: PatchPairs, sender: tuple[int, int], receiver: tuple
     return example_logit_diff(logits[:, -1], pairs.source_labels, pairs.target_labels)
 
 
-@pytest.mark.parametrize("config", [dict(n_layers=2, n_heads=2), dict(n_layers=3, n_heads=2, normalization_type=None)],
-                         ids=["2l2h-ln", "3l2h-noln"])
+@pytest.mark.parametrize(
+    "config",
+    [dict(n_layers=2, n_heads=2), dict(n_layers=3, n_heads=2, normalization_type=None)],
+    ids=["2l2h-ln", "3l2h-noln"],
+)
 def test_every_path_equals_the_explicit_two_pass_computation(pairs, config):
     model = random_transformer(TASK, seed=4, **config)
     effects = path_patch(model, pairs)
@@ -124,8 +135,12 @@ def test_self_pairs_change_nothing_and_bad_receivers_are_refused(pairs):
     own = PatchPairs(pairs.target_tokens, pairs.target_tokens, pairs.source_labels, pairs.target_labels)
     effects = path_patch(model, own, "q,v,logits")
     valid = ~effects.logit_diff.isnan()
-    torch.testing.assert_close(effects.logit_diff[valid], torch.full((int(valid.sum()),), effects.target_logit_diff),
-                               atol=ATOL, rtol=0)
+    torch.testing.assert_close(
+        effects.logit_diff[valid],
+        torch.full((int(valid.sum()),), effects.target_logit_diff),
+        atol=ATOL,
+        rtol=0,
+    )
     with pytest.raises(Exception, match="did you mean 'logits'"):
         path_patch(model, pairs, "logit")
 
@@ -136,4 +151,6 @@ def test_cross_split_pairs(pairs):
     cross = cross_pairs(splits["val"], splits["adv"]).head(10)
     effects = path_patch(model, cross, "k")
     want = _two_pass(model, cross, (0, 1), (1, 0, "k"))
-    torch.testing.assert_close(effects.per_example[1, effects.receivers.index("L1H0.k")], want, atol=ATOL, rtol=0)
+    torch.testing.assert_close(
+        effects.per_example[1, effects.receivers.index("L1H0.k")], want, atol=ATOL, rtol=0
+    )

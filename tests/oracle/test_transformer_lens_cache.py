@@ -26,7 +26,9 @@ CONFIGS = {
 
 
 def _pair(overrides: dict, seed: int = 0):
-    cfg = TransformerConfig(d_model=32, d_mlp=64, n_ctx=N_CTX, d_vocab=D_VOCAB, d_vocab_out=D_OUT, **overrides)
+    cfg = TransformerConfig(
+        d_model=32, d_mlp=64, n_ctx=N_CTX, d_vocab=D_VOCAB, d_vocab_out=D_OUT, **overrides
+    )
     torch.manual_seed(seed)
     tl_model = HookedTransformer(to_transformer_lens_config(cfg))
     with torch.no_grad():  # non-zero biases and LayerNorm weights, so every term is tested
@@ -61,36 +63,54 @@ def _both(caches, method: str, *args, **kwargs):
         _same(getattr(cache, method)(*args, **kwargs), getattr(tl_cache, method)(*args, **kwargs))
 
 
-@pytest.mark.parametrize("kwargs", [
-    {}, {"return_labels": True}, {"layer": 0, "mlp_input": True, "return_labels": True},
-    {"mode": "attn", "apply_ln": True}, {"mode": "mlp", "incl_embeds": False, "pos_slice": -1},
-    {"apply_ln": True, "pos_slice": -1, "return_labels": True},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"return_labels": True},
+        {"layer": 0, "mlp_input": True, "return_labels": True},
+        {"mode": "attn", "apply_ln": True},
+        {"mode": "mlp", "incl_embeds": False, "pos_slice": -1},
+        {"apply_ln": True, "pos_slice": -1, "return_labels": True},
+    ],
+)
 def test_decompose_resid(caches, kwargs):
     _both(caches, "decompose_resid", **kwargs)
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"return_labels": True}, {"expand_neurons": False, "return_labels": True},
-    {"expand_neurons": True, "apply_ln": True, "pos_slice": -1, "return_labels": True},
-    {"layer": 0, "mlp_input": True, "expand_neurons": False, "apply_ln": True},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"return_labels": True},
+        {"expand_neurons": False, "return_labels": True},
+        {"expand_neurons": True, "apply_ln": True, "pos_slice": -1, "return_labels": True},
+        {"layer": 0, "mlp_input": True, "expand_neurons": False, "apply_ln": True},
+    ],
+)
 def test_get_full_resid_decomposition(caches, kwargs):
     _both(caches, "get_full_resid_decomposition", **kwargs)
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"layer": 1, "return_labels": True}, {"layer": -1, "apply_ln": True, "pos_slice": -1},
-    {"layer": -1, "incl_remainder": True, "return_labels": True},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"layer": 1, "return_labels": True},
+        {"layer": -1, "apply_ln": True, "pos_slice": -1},
+        {"layer": -1, "incl_remainder": True, "return_labels": True},
+    ],
+)
 def test_stack_neuron_results(caches, kwargs):
     _both(caches, "stack_neuron_results", **kwargs)
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"apply_ln": True, "return_labels": True}, {"apply_ln": True, "incl_mid": True, "pos_slice": -1},
-    {"layer": 0, "mlp_input": True, "apply_ln": True},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"apply_ln": True, "return_labels": True},
+        {"apply_ln": True, "incl_mid": True, "pos_slice": -1},
+        {"layer": 0, "mlp_input": True, "apply_ln": True},
+    ],
+)
 def test_accumulated_resid(caches, kwargs):
     _both(caches, "accumulated_resid", **kwargs)
 
@@ -117,8 +137,10 @@ def test_accumulated_bias_at_every_layer(caches):
         for layer in range(n + 1):
             for mlp_input in (False, True) if layer < n else (False,):
                 for mlp_biases in (True, False):
-                    _same(ours.accumulated_bias(layer, mlp_input, mlp_biases),
-                          tl_model.accumulated_bias(layer, mlp_input, mlp_biases))
+                    _same(
+                        ours.accumulated_bias(layer, mlp_input, mlp_biases),
+                        tl_model.accumulated_bias(layer, mlp_input, mlp_biases),
+                    )
 
 
 def test_logit_attrs_of_the_label_contrast(caches):
@@ -127,8 +149,12 @@ def test_logit_attrs_of_the_label_contrast(caches):
     with torch.no_grad():
         for method in ("decompose_resid", "stack_head_results"):
             ours, theirs = (c.__getattribute__(method)(pos_slice=-1) for c in (cache, tl_cache))
-            _same(cache.logit_attrs(ours, labels, (labels + 1) % D_OUT, pos_slice=-1),
-                  tl_cache.logit_attrs(theirs, labels, (labels + 1) % D_OUT, pos_slice=-1))
+            _same(
+                cache.logit_attrs(ours, labels, (labels + 1) % D_OUT, pos_slice=-1),
+                tl_cache.logit_attrs(theirs, labels, (labels + 1) % D_OUT, pos_slice=-1),
+            )
         full = cache.get_full_resid_decomposition(pos_slice=-1)
-        _same(cache.logit_attrs(full, 1, pos_slice=-1), tl_cache.logit_attrs(
-            tl_cache.get_full_resid_decomposition(pos_slice=-1), 1, pos_slice=-1))
+        _same(
+            cache.logit_attrs(full, 1, pos_slice=-1),
+            tl_cache.logit_attrs(tl_cache.get_full_resid_decomposition(pos_slice=-1), 1, pos_slice=-1),
+        )

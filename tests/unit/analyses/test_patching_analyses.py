@@ -21,8 +21,15 @@ TASK = tasks.MPSPTask(vocab=12, n=4, n_train=128, n_val=32, n_adv=32)
 
 @pytest.fixture(scope="module")
 def subject() -> Subject:
-    cfg = models.TransformerConfig(n_layers=2, n_heads=2, d_model=16, d_mlp=32, n_ctx=TASK.n_ctx,
-                                   d_vocab=TASK.d_vocab, d_vocab_out=TASK.d_vocab_out)
+    cfg = models.TransformerConfig(
+        n_layers=2,
+        n_heads=2,
+        d_model=16,
+        d_mlp=32,
+        n_ctx=TASK.n_ctx,
+        d_vocab=TASK.d_vocab,
+        d_vocab_out=TASK.d_vocab_out,
+    )
     return Subject(model=models.Transformer(cfg, seed=3).eval(), task=TASK, splits=TASK.splits(0), step=11)
 
 
@@ -67,13 +74,16 @@ def test_path_patch_result_round_trips_and_has_a_row_per_path(subject, tmp_path)
     _assert_equal_results(result, path_patch.PathPatchResult.load(result.save(tmp_path / "path")))
 
 
-@pytest.mark.parametrize(("module", "params", "match"), [
-    (attribute, attribute.Params(sites="resid,z"), "resid_pre"),
-    (attribute, attribute.Params(split="val", source="adb"), "adv"),
-    (attribute, attribute.Params(permutations=-1), "permutations"),
-    (path_patch, path_patch.Params(receivers="q,logit"), "logits"),
-    (path_patch, path_patch.Params(ci=2.0), "ci"),
-])
+@pytest.mark.parametrize(
+    ("module", "params", "match"),
+    [
+        (attribute, attribute.Params(sites="resid,z"), "resid_pre"),
+        (attribute, attribute.Params(split="val", source="adb"), "adv"),
+        (attribute, attribute.Params(permutations=-1), "permutations"),
+        (path_patch, path_patch.Params(receivers="q,logit"), "logits"),
+        (path_patch, path_patch.Params(ci=2.0), "ci"),
+    ],
+)
 def test_bad_params_are_config_errors_with_hints(subject, module, params, match):
     with pytest.raises(ConfigError, match=match):
         module.compute(subject, params)
@@ -84,7 +94,10 @@ def test_dla_rows_are_splits_and_groups_and_terms_sum_to_the_logit_difference(su
 
     result = dla.compute(subject, dla.Params(splits="val,adv", max_examples=20))
     assert result.rows == ["val", "val/consistent", "adv", "adv/opposing"]
-    assert result.components[:2] == ["embed", "pos_embed"] and result.components[-2:] == ["bias", "unembed_bias"]
+    assert result.components[:2] == ["embed", "pos_embed"] and result.components[-2:] == [
+        "bias",
+        "unembed_bias",
+    ]
     torch.testing.assert_close(result.attribution.sum(1), result.logit_diff, atol=1e-5, rtol=0)
     neurons = dla.compute(subject, dla.Params(splits="adv", neurons=True))
     assert "L1N31" in neurons.components and neurons.attribution.shape == (2, 2 + 2 * (2 + 32) + 2)

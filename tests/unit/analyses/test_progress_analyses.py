@@ -80,13 +80,22 @@ def test_excluding_one_key_leaves_the_other_and_wrong_keys_restrict_to_chance():
     excluded = one.kinds.index("excluded")
     assert (one.accuracy[:, excluded] == 1).all(), "frequency 5 alone still adds correctly"
     wrong = progress.compute(subject, progress.Params(frequencies="1,3"))
-    torch.testing.assert_close(wrong.loss[:, wrong.kinds.index("restricted")], torch.full((2,), math.log(P)),
-                               atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        wrong.loss[:, wrong.kinds.index("restricted")], torch.full((2,), math.log(P)), atol=1e-5, rtol=0
+    )
 
 
 def test_a_transformer_embedding_with_known_frequencies():
-    cfg = models.TransformerConfig(n_layers=1, n_heads=2, d_model=8, d_mlp=16, n_ctx=3, d_vocab=P + 1,
-                                   d_vocab_out=P, normalization_type=None)
+    cfg = models.TransformerConfig(
+        n_layers=1,
+        n_heads=2,
+        d_model=8,
+        d_mlp=16,
+        n_ctx=3,
+        d_vocab=P + 1,
+        d_vocab_out=P,
+        normalization_type=None,
+    )
     model = models.Transformer(cfg, seed=0).eval()
     x = torch.arange(P).double()
     with torch.no_grad():
@@ -95,7 +104,9 @@ def test_a_transformer_embedding_with_known_frequencies():
             model.W_E[:P, col] = (1.2 if k == 3 else 1.0) * f(2 * math.pi * k * x / P).float()
     result = fourier.compute(_subject(model), fourier.Params())
     assert result.key_frequencies == [3, 7]
-    torch.testing.assert_close(result.embed_power[[2, 6]], torch.tensor([1.44, 1.0]) / 2.44, atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        result.embed_power[[2, 6]], torch.tensor([1.44, 1.0]) / 2.44, atol=1e-6, rtol=0
+    )
     assert result.embed_power.sum().item() == pytest.approx(1.0)
     dead = result.neuron_fve.isnan()  # ReLU neurons that never fire on the grid have no variance
     assert result.neuron_fve.shape == (16,) and (result.neuron_frequency[dead] == 0).all()
@@ -105,21 +116,33 @@ def test_a_transformer_embedding_with_known_frequencies():
     assert measured.loss.shape == (2, 3) and measured.loss.isfinite().all()
 
 
-@pytest.mark.parametrize(("module", "params", "match"), [
-    (fourier, fourier.Params(frequencies="9"), "1..8"),
-    (fourier, fourier.Params(layer=3), "layer"),
-    (progress, progress.Params(key_ratio=0.0), "ratio"),
-])
+@pytest.mark.parametrize(
+    ("module", "params", "match"),
+    [
+        (fourier, fourier.Params(frequencies="9"), "1..8"),
+        (fourier, fourier.Params(layer=3), "layer"),
+        (progress, progress.Params(key_ratio=0.0), "ratio"),
+    ],
+)
 def test_bad_parameters_are_config_errors(module, params, match):
-    cfg = models.TransformerConfig(n_layers=1, n_heads=1, d_model=8, d_mlp=8, n_ctx=3, d_vocab=P + 1, d_vocab_out=P)
+    cfg = models.TransformerConfig(
+        n_layers=1, n_heads=1, d_model=8, d_mlp=8, n_ctx=3, d_vocab=P + 1, d_vocab_out=P
+    )
     with pytest.raises(ConfigError, match=match):
         module.compute(_subject(models.Transformer(cfg).eval()), params)
 
 
 def test_progress_measures_refuse_other_tasks():
     mpsp = tasks.MPSPTask(vocab=12, n=4, n_train=32, n_val=16, n_adv=16)
-    cfg = models.TransformerConfig(n_layers=1, n_heads=1, d_model=8, d_mlp=8, n_ctx=mpsp.n_ctx,
-                                   d_vocab=mpsp.d_vocab, d_vocab_out=mpsp.d_vocab_out)
+    cfg = models.TransformerConfig(
+        n_layers=1,
+        n_heads=1,
+        d_model=8,
+        d_mlp=8,
+        n_ctx=mpsp.n_ctx,
+        d_vocab=mpsp.d_vocab,
+        d_vocab_out=mpsp.d_vocab_out,
+    )
     subject = Subject(model=models.Transformer(cfg).eval(), task=mpsp, splits=mpsp.splits(0))
     with pytest.raises(ConfigError, match="modadd"):
         progress.compute(subject, progress.Params())

@@ -21,8 +21,16 @@ TASK = tasks.MPSPTask(vocab=12, n=4, n_train=64, n_val=32, n_adv=32)
 
 
 def _model(**overrides) -> models.Transformer:
-    cfg = models.TransformerConfig(n_layers=2, n_heads=2, d_model=16, d_mlp=32, n_ctx=TASK.n_ctx,
-                                   d_vocab=TASK.d_vocab, d_vocab_out=TASK.d_vocab_out, **overrides)
+    cfg = models.TransformerConfig(
+        n_layers=2,
+        n_heads=2,
+        d_model=16,
+        d_mlp=32,
+        n_ctx=TASK.n_ctx,
+        d_vocab=TASK.d_vocab,
+        d_vocab_out=TASK.d_vocab_out,
+        **overrides,
+    )
     return models.Transformer(cfg, seed=0).eval()
 
 
@@ -191,4 +199,6 @@ def test_self_patching_reproduces_the_target_logit_difference_exactly(model, pai
 
 def test_checked_runs_leave_the_output_unchanged(model, pairs):
     tokens = pairs.target_tokens
-    assert torch.equal(run_with_checked_hooks(model, tokens, [("hook_embed", lambda act, hook: None)]), model(tokens))
+    assert torch.equal(
+        run_with_checked_hooks(model, tokens, [("hook_embed", lambda act, hook: None)]), model(tokens)
+    )

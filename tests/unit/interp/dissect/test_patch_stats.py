@@ -103,8 +103,15 @@ def test_a_measure_that_ignores_the_pairing_has_p_value_one():
 
 
 def _subject() -> Subject:
-    cfg = models.TransformerConfig(n_layers=2, n_heads=2, d_model=16, d_mlp=32, n_ctx=TASK.n_ctx,
-                                   d_vocab=TASK.d_vocab, d_vocab_out=TASK.d_vocab_out)
+    cfg = models.TransformerConfig(
+        n_layers=2,
+        n_heads=2,
+        d_model=16,
+        d_mlp=32,
+        n_ctx=TASK.n_ctx,
+        d_vocab=TASK.d_vocab,
+        d_vocab_out=TASK.d_vocab_out,
+    )
     return Subject(model=models.Transformer(cfg, seed=1).eval(), task=TASK, splits=TASK.splits(0))
 
 
@@ -113,11 +120,18 @@ def test_patch_p_values_come_from_re_running_the_patch_on_re_paired_examples():
     params = patch.Params(sites="resid_pre", source="val", permutations=9, n_boot=50, max_examples=30)
     result = patch.compute(subject, params)
     pairs = patch.pairs_for(subject, params)
-    null = torch.stack([
-        patch_sweep(subject.model, patch_stats.repaired(pairs, patch_stats.repairing(pairs, params.seed + k)),
-                    ["resid_pre"]).effects["resid_pre"].logit_diff.flatten()
-        for k in range(9)
-    ])
+    null = torch.stack(
+        [
+            patch_sweep(
+                subject.model,
+                patch_stats.repaired(pairs, patch_stats.repairing(pairs, params.seed + k)),
+                ["resid_pre"],
+            )
+            .effects["resid_pre"]
+            .logit_diff.flatten()
+            for k in range(9)
+        ]
+    )
     torch.testing.assert_close(result.p_value, patch_stats.permutation_p_values(result.logit_diff, null))
     assert ((result.p_value >= 0.1 - 1e-6) & (result.p_value <= 1)).all()
     assert result.per_example.shape == (len(result.logit_diff), result.n_pairs)

@@ -40,7 +40,9 @@ def test_power_spectrum_of_pure_waves_sits_at_their_frequencies():
 
 
 def test_key_frequencies_fall_back_to_the_strongest_and_parse_given_lists():
-    assert pm.key_frequencies(torch.ones(6)) == [1], "flat spectrum: no key above the ratio, the largest is kept"
+    assert pm.key_frequencies(torch.ones(6)) == [1], (
+        "flat spectrum: no key above the ratio, the largest is kept"
+    )
     assert pm.parse_frequencies("auto", P) is None
     assert pm.parse_frequencies("5, 2,5", P) == [2, 5]
     for bad in ("0", "7", "two", ""):
@@ -68,7 +70,11 @@ def test_restricted_and_excluded_logits_split_a_signal_by_frequency():
 def test_restricted_plus_excluded_is_the_logits_and_every_frequency_restricts_nothing(p, seed):
     logits = torch.randn(p * p, p, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
     keys = [1 + seed % (p // 2)]
-    total = pm.restricted_logits(logits, p, keys) + pm.excluded_logits(logits, p, keys) - logits.mean(0, keepdim=True)
+    total = (
+        pm.restricted_logits(logits, p, keys)
+        + pm.excluded_logits(logits, p, keys)
+        - logits.mean(0, keepdim=True)
+    )
     torch.testing.assert_close(total, logits, atol=1e-9, rtol=0)
     # Every frequency of x + y: only the parts that depend on x - y (and not on x + y) are lost.
     every = pm.restricted_logits(logits, p, list(range(1, p // 2 + 1)))
@@ -90,5 +96,7 @@ def test_neuron_fve_of_products_of_one_frequency():
     assert fve.shape == (P // 2, 4)
     assert best.tolist() == [3, 3, 4, 2]
     torch.testing.assert_close(best_fve, torch.tensor([0.8, 0.8, 0.8, 1.0]), atol=1e-6, rtol=0)
-    torch.testing.assert_close(fve[6 - 1, 0], torch.tensor(0.2), atol=1e-6, rtol=0, msg="cos(2a) of k = 3: frequency 6")
+    torch.testing.assert_close(
+        fve[6 - 1, 0], torch.tensor(0.2), atol=1e-6, rtol=0, msg="cos(2a) of k = 3: frequency 6"
+    )
     torch.testing.assert_close(fve.sum(0)[:3], torch.ones(3), atol=1e-6, rtol=0)
