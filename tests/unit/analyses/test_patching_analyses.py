@@ -108,3 +108,32 @@ def test_dla_rows_are_splits_and_groups_and_terms_sum_to_the_logit_difference(su
     _assert_equal_results(result, dla.DLAResult.load(result.save(tmp_path / "dla")))
     with pytest.raises(ConfigError, match="adv"):
         dla.compute(subject, dla.Params(splits="adb"))
+
+
+@pytest.mark.parametrize("module", [attribute, path_patch])
+def test_the_callers_hooks_survive_an_analysis_whose_hook_raises(subject, monkeypatch, module):
+    from interp.dissect import hooks
+
+    calls: list[int] = []
+    model = subject.model
+    model.add_hook("blocks.0.hook_resid_pre", lambda act, hook: calls.append(1))
+    try:
+
+        def failing_recorder(name, store, keep_graph=False):
+            def hook(act, hook):
+                raise RuntimeError(f"injected failure at {name}")
+
+            return hook
+
+        monkeypatch.setattr(hooks, "_saving", failing_recorder)
+        with pytest.raises(RuntimeError, match="injected failure"):
+            module.compute(subject, module.Params(max_examples=8, n_boot=10))
+        monkeypatch.undo()
+        assert sum(len(hp.fwd_hooks) for hp in model.hook_dict.values()) == 1, (
+            "only the caller's hook is left"
+        )
+        before = len(calls)
+        module.compute(subject, module.Params(max_examples=8, n_boot=10))
+        assert len(calls) > before, "and it keeps firing in later analyses"
+    finally:
+        model.reset_hooks()
