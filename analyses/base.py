@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import safetensors.torch
+import torch
 from torch import Tensor
 
 from interp.store.atomic import atomic_write_bytes, atomic_write_json
@@ -73,7 +74,9 @@ class Result:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        tensors = {k: v.detach().cpu().contiguous() for k, v in values.items() if isinstance(v, Tensor)}
+        # Private copies: safetensors refuses fields that share memory (e.g. two views of one NaN tensor).
+        tensors = {k: v.detach().cpu().clone(memory_format=torch.contiguous_format) for k, v in values.items()
+                   if isinstance(v, Tensor)}
         atomic_write_bytes(folder / TENSORS_FILE, safetensors.torch.save(tensors))
         fields = {k: v for k, v in values.items() if k not in tensors}
         atomic_write_json(folder / RESULT_FILE, {
@@ -116,6 +119,9 @@ class Analysis:
         compute: `(subject, params) -> Result`, pure.
         result: The `Result` subclass it returns (for `load`).
         models: The model kinds (``model.cfg.kind``) it applies to.
+        tasks: The task families (``task.name``) it applies to; None: any.
+        definition: What it computes, in a few sentences (its docs page shows it).
+        reference: The papers that define the method, by authors and title.
     """
 
     name: str
@@ -124,3 +130,6 @@ class Analysis:
     compute: Callable[[Any, Any], Result]
     result: type[Result]
     models: tuple[str, ...] = ("transformer",)
+    tasks: tuple[str, ...] | None = None
+    definition: str = ""
+    reference: str = ""

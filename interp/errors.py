@@ -46,6 +46,16 @@ class FormatVersionError(CheckpointError):
     anchor = "formatversionerror"
 
 
+class HookError(InterpError):
+    """A hook names no hook point of the model, or was registered but never fired.
+
+    Raised by `interp.dissect.hooks.checked_hooks` so that a patch or ablation that did not
+    happen can never be reported as "no effect".
+    """
+
+    anchor = "hookerror"
+
+
 class TrainingInterrupted(Exception):
     """Training stopped on a signal after saving a checkpoint; run the same command to resume.
 

@@ -74,6 +74,13 @@ class TransformerConfig:
             object.__setattr__(self, "init_range", 0.8 / self.d_model**0.5)
 
     @property
+    def attn_only(self) -> bool:
+        """Always False: every block has an MLP. TransformerLens's `ActivationCache` reads it
+        (`decompose_resid`, `get_full_resid_decomposition`); it is not a field, so it never
+        appears in a run's config.json."""
+        return False
+
+    @property
     def device(self) -> None:
         """Where TransformerLens tools (e.g. `patching`) allocate their result tensors.
 

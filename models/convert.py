@@ -9,6 +9,7 @@ rather than silently approximated.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from torch import Tensor
@@ -82,6 +83,33 @@ def from_transformer_lens_config(tl_cfg: HookedTransformerConfig) -> Transformer
             "need 'LN' or None; load weights without fold_ln / processing",
         )
     return TransformerConfig(**fields, init_range=tl_cfg.initializer_range)
+
+
+def from_transformer_lens_config_dict(data: Mapping[str, Any]) -> TransformerConfig:
+    """Our config for a TransformerLens config *dict* (`HookedTransformerConfig.to_dict()`, or a
+    `config.json` holding one), refusing features we do not implement.
+
+    A ``dtype`` given as a string (``"torch.float32"``, as JSON stores it) is read as that torch dtype.
+
+    Raises:
+        ConfigError: On a key TransformerLens does not know, or an unsupported setting.
+    """
+    import torch
+
+    fields = dict(data)
+    if isinstance(fields.get("dtype"), str):
+        dtype = getattr(torch, fields["dtype"].removeprefix("torch."), None)
+        if not isinstance(dtype, torch.dtype):
+            raise ConfigError(f"TransformerLens config dtype={data['dtype']!r} is not a torch dtype",
+                              "e.g. torch.float32")
+        fields["dtype"] = dtype
+    HookedTransformerConfig = _transformer_lens_3("HookedTransformerConfig")
+    try:
+        tl_cfg = HookedTransformerConfig.from_dict(fields)
+    except (TypeError, ValueError, AssertionError) as err:
+        raise ConfigError(f"not a TransformerLens config: {err}",
+                          "pass HookedTransformerConfig.to_dict()") from None
+    return from_transformer_lens_config(tl_cfg)
 
 
 def from_transformer_lens_state_dict(state_dict: dict[str, Tensor], cfg: TransformerConfig) -> Transformer:

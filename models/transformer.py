@@ -6,6 +6,10 @@ module tree, parameter names, shapes and hook names. What that buys:
 
 * `run_with_hooks`, `run_with_cache` (returning an `ActivationCache`), `hooks()`, and
   `transformer_lens.patching` work on it unchanged;
+* `ActivationCache`'s analysis methods (`decompose_resid`, `get_full_resid_decomposition`,
+  `logit_attrs`, `stack_neuron_results`, `accumulated_resid(apply_ln=True)`) work too: the
+  model has the attributes they read (`tokens_to_residual_directions` for class labels,
+  `accumulated_bias`, stacked biases, `cfg.attn_only`);
 * `model.QK` / `model.OV` are `FactoredMatrix` objects of shape
   `[n_layers, n_heads, d_model, d_model]`, as in TransformerLens;
 * a state dict converts to and from a TransformerLens 3.x `HookedTransformer` by copying
@@ -137,6 +141,71 @@ class Transformer(HookedRootModule):
     @property
     def W_out(self) -> Float[Tensor, "n_layers d_mlp d_model"]:
         return self._stack("mlp", "W_out")
+
+    @property
+    def b_Q(self) -> Float[Tensor, "n_layers n_heads d_head"]:
+        return self._stack("attn", "b_Q")
+
+    @property
+    def b_K(self) -> Float[Tensor, "n_layers n_heads d_head"]:
+        return self._stack("attn", "b_K")
+
+    @property
+    def b_V(self) -> Float[Tensor, "n_layers n_heads d_head"]:
+        return self._stack("attn", "b_V")
+
+    @property
+    def b_O(self) -> Float[Tensor, "n_layers d_model"]:
+        return self._stack("attn", "b_O")
+
+    @property
+    def b_in(self) -> Float[Tensor, "n_layers d_mlp"]:
+        return self._stack("mlp", "b_in")
+
+    @property
+    def b_out(self) -> Float[Tensor, "n_layers d_model"]:
+        return self._stack("mlp", "b_out")
+
+    def tokens_to_residual_directions(
+        self, tokens: int | Int[Tensor, "..."]
+    ) -> Float[Tensor, "... d_model"]:
+        """The unembedding direction `W_U[:, label]` of each output class, as in TransformerLens.
+
+        Our outputs are class labels (``0 .. d_vocab_out - 1``), not tokenizer tokens, so labels
+        are given as ints or integer tensors (``[]``, ``[batch]`` or ``[batch, pos]``). Like
+        TransformerLens's, the direction ignores `ln_final`'s weight: TransformerLens expects
+        LayerNorm folded into `W_U`; `interp.dissect.logit_attribution` folds it in itself.
+
+        Raises:
+            TypeError: For a string (there is no tokenizer).
+        """
+        if isinstance(tokens, str):
+            raise TypeError(f"{tokens!r}: interp models have no tokenizer; pass class labels (ints, tensors)")
+        if isinstance(tokens, Tensor) and tokens.numel() > 1:
+            return self.W_U[:, tokens].movedim(0, -1)
+        return self.W_U[:, int(tokens)]
+
+    def accumulated_bias(
+        self, layer: int, mlp_input: bool = False, include_mlp_biases: bool = True
+    ) -> Float[Tensor, " d_model"]:
+        """Sum of the output biases (`b_O`, and `b_out` unless excluded) written before `layer`.
+
+        TransformerLens's `HookedTransformer.accumulated_bias`, which
+        `ActivationCache.get_full_resid_decomposition` calls.
+
+        Args:
+            layer: In ``[0, n_layers]``: the blocks before it contribute.
+            mlp_input: Also add `layer`'s own `b_O` (the input of that layer's MLP).
+            include_mlp_biases: Add the MLPs' `b_out` too.
+        """
+        total = torch.zeros(self.cfg.d_model, device=self.W_U.device, dtype=self.W_U.dtype)
+        for block in self.blocks[:layer]:
+            total = total + block.attn.b_O + (block.mlp.b_out if include_mlp_biases else 0)
+        if mlp_input:
+            if layer >= self.cfg.n_layers:
+                raise ValueError(f"mlp_input needs a layer below n_layers={self.cfg.n_layers}, got {layer}")
+            total = total + self.blocks[layer].attn.b_O
+        return total
 
     @property
     def QK(self) -> FactoredMatrix:

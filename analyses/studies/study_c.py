@@ -254,7 +254,6 @@ def ipr_evolution_figure(runs: pd.DataFrame, seed: int = 0) -> go.Figure:
     the same as ``interp evolve --run RUN --analysis ipr``.
     """
     from analyses import get_analysis
-    from analyses.subject import load_subject
     from analyses.evolution import evolve
 
     analysis = get_analysis("ipr")

@@ -35,7 +35,7 @@ def page(name: str) -> str:
     return f"""# `{name}`
 
 {analysis.summary}
-
+{_definition(analysis)}
 ## From the command line
 
 ```bash
@@ -72,6 +72,16 @@ Over every checkpoint of a run: `interp evolve --run runs/x --analysis {name}`.
 
 Implementation: `{module}`.
 """
+
+
+def _definition(analysis) -> str:  # noqa: ANN001 - an analyses.base.Analysis
+    """The page's "Definition" section (what the analysis computes, and the papers that define it)."""
+    if not analysis.definition:
+        return ""
+    reference = f"\n\n**Reference:** {analysis.reference}" if analysis.reference else ""
+    scope = f"\n\nApplies to models: {', '.join(analysis.models)}" + (
+        f"; tasks: {', '.join(analysis.tasks)}." if analysis.tasks else ".")
+    return f"\n## Definition\n\n{analysis.definition}{reference}{scope}\n"
 
 
 def write_pages(folder: Path) -> list[str]:

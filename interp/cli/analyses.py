@@ -51,9 +51,11 @@ def default_out(checkpoint: str | None, name: str) -> Path:
 @click.command()
 @click.option("--run", "run_dir", type=click.Path(file_okay=False), required=True, help="A run folder.")
 @click.option("--analysis", default=None, help="A registered analysis to evolve [default: study A's circuit figure].")
+@click.option("--param", "params", multiple=True,
+              help="An analysis parameter, NAME=VALUE (repeatable), e.g. split=train or frequencies=14,35.")
 @click.option("--out", type=click.Path(file_okay=False), default=None, help="Output folder [default: RUN/evolution].")
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
-def evolve(run_dir: str, analysis: str | None, out: str | None, no_progress: bool) -> None:
+def evolve(run_dir: str, analysis: str | None, params: tuple[str, ...], out: str | None, no_progress: bool) -> None:
     """Run an analysis over every checkpoint of a run (cached per step), or draw study A's
     circuit-evolution figure and checkpoint explorer."""
     from analyses import get_analysis
@@ -69,7 +71,7 @@ def evolve(run_dir: str, analysis: str | None, out: str | None, no_progress: boo
         click.echo(f"wrote {folder / 'circuit_evolution.html'} and {folder / 'explorer.html'}")
         return
     entry = get_analysis(analysis)
-    evolution = evolve_run(run_dir, entry, entry.params(), progress=not no_progress)
+    evolution = evolve_run(run_dir, entry, params_from_strings(entry, params), progress=not no_progress)
     frame = evolution.to_frame()
     frame.to_csv(folder / f"{analysis}.csv", index=False)
     click.echo(f"{analysis} over {len(evolution.steps)} checkpoints -> {folder / f'{analysis}.csv'}")
@@ -90,3 +92,32 @@ def describe(label: str, shortcut: str, r: float, preset: str, data_seed: int) -
     task = MPSPTask(label=label, shortcut=shortcut, r=r)
     model = build_model(preset_config(preset, task))
     click.echo(summarize_task_and_model(task, task.splits(data_seed), model, preset=preset))
+
+
+def params_from_strings(analysis: Any, items: tuple[str, ...] | list[str]) -> Any:
+    """Build `analysis.params` from ``NAME=VALUE`` strings (``interp evolve --param``).
+
+    Values are converted to the field's type (``true``/``false`` for flags); unknown names and
+    values that do not convert are `ConfigError`s naming them.
+    """
+    import dataclasses
+
+    from interp.errors import ConfigError, did_you_mean
+
+    fields = {f.name: f for f in dataclasses.fields(analysis.params)}
+    values: dict[str, Any] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep or name not in fields:
+            raise ConfigError(f"--param {item!r} is not NAME=VALUE with a parameter of {analysis.name}",
+                              did_you_mean(name, fields))
+        kind = type(fields[name].default)
+        try:
+            values[name] = _BOOLS[text.strip().lower()] if kind is bool else kind(text)
+        except (KeyError, ValueError):
+            raise ConfigError(f"--param {item!r}: {text!r} is not a {kind.__name__}") from None
+    return analysis.params(**values)
+
+
+_BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}

@@ -10,6 +10,7 @@ is built from its `Params` (`interp.cli.analyses.analysis_command`).
 from __future__ import annotations
 
 import importlib
+import keyword
 
 import click
 
@@ -26,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "wlmd": ("interp.cli.studies", "Study B: Wang-Landau molecular dynamics on the weight sphere; equilibrium samples."),
     "study-b": ("interp.cli.studies", "Study B (the grokked illusion): the protocol per seed, and its tables."),
     "study-c": ("interp.cli.studies", "Study C (label-noise grokking): tables and figures of its sweeps."),
+    "import": ("interp.cli.imports", "Bring a TransformerLens-convention checkpoint into a run folder (no pickled code)."),
 }
 """Built-in command name -> (its module, the one-line summary `interp --help` shows)."""
 
@@ -40,7 +42,8 @@ class CommandGroup(click.Group):
         if name not in self.commands:
             if name in COMMANDS:
                 module = importlib.import_module(COMMANDS[name][0])
-                self.add_command(getattr(module, name.replace("-", "_")), name)
+                attribute = name.replace("-", "_")
+                self.add_command(getattr(module, attribute + "_" if keyword.iskeyword(attribute) else attribute), name)
             elif name in REGISTRY:
                 from interp.cli.analyses import analysis_command
 

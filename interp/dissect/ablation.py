@@ -30,6 +30,7 @@ from torch import Tensor, nn
 
 from interp.config import parse_choices
 from interp.metrics import per_example_loss
+from interp.dissect.hooks import cache_activations
 from interp.dissect.interventions import DEFAULT_MAX_ROWS, Index, Intervention, run_interventions
 
 KINDS = ("zero", "mean")
@@ -89,7 +90,7 @@ def ablation_interventions(
     if kind == "zero":
         return [Intervention(c.hook, c.index, torch.zeros(())) for c in comps]
     hooks = {c.hook for c in comps}
-    _, cache = model.run_with_cache(tokens, names_filter=lambda name: name in hooks)
+    _, cache = cache_activations(model, tokens, sorted(hooks))
     means = {name: cache[name].mean(0, keepdim=True) for name in hooks}  # [1, pos, ...]
     return [Intervention(c.hook, c.index, means[c.hook][(slice(None), *c.index)]) for c in comps]
 

@@ -37,6 +37,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
+from interp.dissect.hooks import cache_activations
 from interp.dissect.rank_stats import rank_biserial, spearman
 
 
@@ -136,8 +137,8 @@ def readout_patterns(
 ) -> Float[Tensor, "batch n_layers n_heads pos"]:
     """Attention patterns from the readout (last) position, for every layer and head.
 
-    Runs `run_with_cache` with a names filter (only the patterns are stored; no hook outlives
-    the call).
+    Records only the patterns (`interp.dissect.hooks.cache_activations`: no hook outlives the
+    call, and a pattern hook that does not fire is an error).
 
     Args:
         model: A hooked transformer.
@@ -150,7 +151,7 @@ def readout_patterns(
     names = [f"blocks.{layer}.attn.hook_pattern" for layer in range(model.cfg.n_layers)]
     out = []
     for start in range(0, len(tokens), chunk):
-        _, cache = model.run_with_cache(tokens[start : start + chunk], names_filter=lambda name: name in names)
+        _, cache = cache_activations(model, tokens[start : start + chunk], names)
         out.append(torch.stack([cache[name][:, :, -1, :] for name in names], dim=1))
     return torch.cat(out)
 

@@ -5,7 +5,8 @@ An `Intervention` overwrites part of one activation (``act[:, *index] = value``)
 every intervention at block l gets its own copy of the examples, made at
 `blocks.{l}.hook_resid_pre`, so blocks before l run once for all of them; interventions can be
 restricted to the examples they actually change (`active`), the rest taking `fallback` logits.
-Hooks are scoped with `model.hooks(...)`: nothing is left registered.
+Hooks are scoped and checked by `interp.dissect.hooks`: nothing is left registered, and a
+hook that does not fire is an error rather than a run without its intervention.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Any
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
+
+from interp.dissect.hooks import run_with_checked_hooks
 
 Index = tuple[Any, ...]  # indices into an activation after its batch dimension
 
@@ -97,7 +100,7 @@ def _forward_pass(
     else:
         hooks = [(f"blocks.{block}.hook_resid_pre", _gather_hook(rows))]
     hooks += [(name, _write_hook(tuple(w))) for name, w in writes.items()]
-    return model.run_with_hooks(tokens, fwd_hooks=hooks)[:, -1]
+    return run_with_checked_hooks(model, tokens, hooks)[:, -1]
 
 
 def _chunks(units: list[tuple[int, Tensor]], batch: int, max_rows: int):

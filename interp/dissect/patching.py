@@ -46,6 +46,7 @@ from torch import Tensor, nn
 from interp.splits import Split
 from interp.config import parse_choices
 from interp.errors import ConfigError
+from interp.dissect.hooks import cache_activations
 from interp.dissect.interventions import DEFAULT_MAX_ROWS, Index, Intervention, run_interventions
 
 
@@ -152,9 +153,13 @@ class PatchPairs:
 
     def head(self, n: int) -> PatchPairs:
         """The first `n` pairs (all if `n` <= 0)."""
-        if n <= 0:
-            return self
-        return PatchPairs(self.source_tokens[:n], self.target_tokens[:n], self.source_labels[:n], self.target_labels[:n])
+        return self if n <= 0 else self.rows(0, n)
+
+    def rows(self, start: int, stop: int) -> PatchPairs:
+        """Pairs ``start:stop``."""
+        part = slice(start, stop)
+        return PatchPairs(self.source_tokens[part], self.target_tokens[part], self.source_labels[part],
+                          self.target_labels[part])
 
 
 def aligned_pairs(source: Split, target: Split, keep: Tensor | None = None) -> PatchPairs:
@@ -198,14 +203,23 @@ def cross_pairs(source: Split, target: Split, seed: int = 0) -> PatchPairs:
     return PatchPairs(source.tokens[s], target.tokens[t], source.labels[s], target.labels[t])
 
 
+def example_logit_diff(
+    logits: Float[Tensor, "... batch d_vocab_out"],
+    source_labels: Int[Tensor, " batch"],
+    target_labels: Int[Tensor, " batch"],
+) -> Float[Tensor, "... batch"]:
+    """``logit[i, y_source_i] - logit[i, y_target_i]`` of every example (readout logits)."""
+    shape = (*logits.shape[:-1], 1)
+    up = logits.gather(-1, source_labels.view(-1, 1).expand(shape))
+    down = logits.gather(-1, target_labels.view(-1, 1).expand(shape))
+    return (up - down).squeeze(-1)
+
+
 def logit_diff(
     logits: Float[Tensor, "... batch d_vocab_out"], source_labels: Int[Tensor, " batch"], target_labels: Int[Tensor, " batch"]
 ) -> Float[Tensor, "..."]:
     """Mean over examples of ``logit[y_source] - logit[y_target]`` (readout logits)."""
-    shape = (*logits.shape[:-1], 1)
-    up = logits.gather(-1, source_labels.view(-1, 1).expand(shape))
-    down = logits.gather(-1, target_labels.view(-1, 1).expand(shape))
-    return (up - down).squeeze(-1).mean(-1)
+    return example_logit_diff(logits, source_labels, target_labels).mean(-1)
 
 
 def accuracy(logits: Float[Tensor, "... batch d_vocab_out"], labels: Int[Tensor, " batch"]) -> Float[Tensor, "..."]:
@@ -229,6 +243,8 @@ class SiteEffect:
         logit_diff: Patched logit difference per index.
         recovery: Normalised logit-difference recovery per index.
         accuracy: Patched accuracy against the source labels per index.
+        per_example: Patched logit difference of every pair, [*index shape, batch] (its mean
+            over the last axis is `logit_diff`).
     """
 
     site: str
@@ -236,6 +252,7 @@ class SiteEffect:
     logit_diff: Tensor
     recovery: Tensor
     accuracy: Tensor
+    per_example: Tensor
 
 
 @dataclass(frozen=True)
@@ -248,6 +265,8 @@ class PatchSweep:
         source_accuracy: Accuracy of the source runs against the source labels.
         target_accuracy: Accuracy of the target runs against the source labels.
         effects: Per site.
+        source_per_example: Logit difference of each unpatched source run, [batch].
+        target_per_example: Logit difference of each unpatched target run, [batch].
     """
 
     source_logit_diff: float
@@ -255,6 +274,8 @@ class PatchSweep:
     source_accuracy: float
     target_accuracy: float
     effects: dict[str, SiteEffect]
+    source_per_example: Tensor
+    target_per_example: Tensor
 
 
 def _changes(iv: Intervention, target: Tensor) -> Tensor:
@@ -283,11 +304,13 @@ def patch_sweep(
     sites = parse_sites(sites)
     n_pos = pairs.target_tokens.shape[1]
     hooks = {hook_name(s, layer) for s in sites for layer in range(model.cfg.n_layers)}
-    source_logits, cache = model.run_with_cache(pairs.source_tokens, names_filter=lambda name: name in hooks)
-    target_logits, target_cache = model.run_with_cache(pairs.target_tokens, names_filter=lambda name: name in hooks)
+    source_logits, cache = cache_activations(model, pairs.source_tokens, sorted(hooks))
+    target_logits, target_cache = cache_activations(model, pairs.target_tokens, sorted(hooks))
     source_logits, target_logits = source_logits[:, -1], target_logits[:, -1]
     labels = (pairs.source_labels, pairs.target_labels)
-    ld_source, ld_target = logit_diff(source_logits, *labels).item(), logit_diff(target_logits, *labels).item()
+    source_each = example_logit_diff(source_logits, *labels)
+    target_each = example_logit_diff(target_logits, *labels)
+    ld_source, ld_target = source_each.mean().item(), target_each.mean().item()
     interventions = {s: patch_interventions(model, s, cache, n_pos) for s in sites}
     flat = [iv for s in sites for iv in interventions[s]]
     # A patch that writes what the target run already holds (e.g. an unedited position of a
@@ -298,10 +321,11 @@ def patch_sweep(
     effects = {}
     for site, site_logits in zip(sites, logits):
         shape = site_shape(model, site, n_pos)
-        ld = logit_diff(site_logits, *labels).reshape(shape)
+        each = example_logit_diff(site_logits, *labels).reshape(*shape, -1)
+        ld = each.mean(-1)
         acc = accuracy(site_logits, pairs.source_labels).reshape(shape)
-        effects[site] = SiteEffect(site, site_axes(site), ld, recovery(ld, ld_source, ld_target), acc)
+        effects[site] = SiteEffect(site, site_axes(site), ld, recovery(ld, ld_source, ld_target), acc, each)
     return PatchSweep(
         ld_source, ld_target, accuracy(source_logits, pairs.source_labels).item(),
-        accuracy(target_logits, pairs.source_labels).item(), effects,
+        accuracy(target_logits, pairs.source_labels).item(), effects, source_each, target_each,
     )

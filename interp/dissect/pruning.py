@@ -1,8 +1,9 @@
 """Pruning hidden neurons by an order (study C: increasing IPR) and the accuracy curve it traces.
 
 A neuron is removed by zeroing its activation at a hook point (study C: `hook_post`, the
-squared hidden layer) inside `model.hooks(...)`; nothing is edited and nothing stays
-registered. Zeroing `post[:, k]` is exactly zeroing row `k` of the unembedding `W_U`, since
+squared hidden layer) inside `interp.dissect.hooks.checked_hooks`; nothing is edited, nothing
+stays registered, and a readout that skips the hook (such as `fast_readout`) is an
+error. Zeroing `post[:, k]` is exactly zeroing row `k` of the unembedding `W_U`, since
 `logits = post @ W_U`.
 
 When every neuron is removed the logits are all zero: `argmax` then returns class 0 for every
@@ -19,6 +20,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
+from interp.dissect.hooks import checked_hooks
 from interp.splits import Split
 from interp.metrics import evaluate
 
@@ -76,6 +78,6 @@ def prune_curve(
     for count in counts:
         mask = torch.zeros(d_hidden)
         mask[order[:count]] = 1.0
-        with model.hooks(fwd_hooks=[(hook_name, zero_neurons_hook(mask))]):
+        with checked_hooks(model, [(hook_name, zero_neurons_hook(mask))]):
             records.append(evaluate(readout, splits, loss))
     return counts, records

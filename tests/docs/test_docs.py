@@ -54,6 +54,23 @@ def test_every_registered_analysis_has_a_generated_page_and_no_other(tmp_path):
         assert f"interp {name} --ckpt" in text and REGISTRY[name][1] in text
 
 
+# Analyses whose pages state the method's definition and its reference (every analysis added
+# with attribution, path patching, logit attribution and the progress measures does).
+DEFINED = ("patch", "attribute", "path-patch", "dla", "fourier", "progress")
+
+
+@pytest.mark.parametrize("name", DEFINED)
+def test_analysis_pages_state_definition_and_reference(name, tmp_path):
+    from analyses import get_analysis
+
+    analysis = get_analysis(name)
+    assert analysis.definition.strip() and analysis.reference.strip(), name
+    text = _load_extension().page(name)
+    assert "## Definition" in text and analysis.definition in text
+    assert f"**Reference:** {analysis.reference}" in text
+    assert "SCIENCE" not in analysis.definition + analysis.reference, "docs cite no file outside the repo"
+
+
 def test_every_command_the_docs_name_exists():
     known = set(cli.list_commands(None))  # built-in commands and the registry's analyses
     named = set()

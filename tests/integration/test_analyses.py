@@ -9,19 +9,41 @@ import json
 import pytest
 import safetensors.torch
 import torch
+from torch import nn
 
 from analyses import REGISTRY, get_analysis, load_subject
 from interp.cli import main
+from interp.errors import HookError
 from interp.training import TrainConfig, train
 from models import build_model, preset_config
 from tasks import ModAddTask, MPSPTask
 
-# One tiny trained run per model kind; every analysis runs on the kinds it declares.
+# Tiny trained runs: (task, preset, training options). The first two are each model kind's
+# default run; an analysis that names the task families it applies to also runs on every run of
+# those families (e.g. the modular-addition transformer).
 RUNS = {
     "transformer": (MPSPTask(vocab=12, n=4, n_train=128, n_val=32, n_adv=32, r=0.75), "mpsp-2l2h", {}),
     "quadratic_mlp": (ModAddTask(p=11, train_frac=0.6, xi=0.2), "quadratic-mlp", {"loss": "mse", "lr": 1e-2}),
+    "modadd_transformer": (ModAddTask(p=11, train_frac=0.6), "modadd-1l", {}),
 }
-CASES = [(name, kind) for name in REGISTRY for kind in get_analysis(name).models]
+DEFAULT_RUNS = ("transformer", "quadratic_mlp")
+
+
+def _kind(run: str) -> str:
+    task, preset, _ = RUNS[run]
+    return preset_config(preset, task).kind
+
+
+def _applies(name: str, run: str) -> bool:
+    analysis = get_analysis(name)
+    if _kind(run) not in analysis.models:
+        return False
+    if analysis.tasks is None:
+        return run in DEFAULT_RUNS
+    return RUNS[run][0].name in analysis.tasks
+
+
+CASES = [(name, run) for name in REGISTRY for run in RUNS if _applies(name, run)]
 
 
 @pytest.fixture(scope="module")
@@ -58,14 +80,16 @@ def test_registry_entry_matches_its_module(name):
     analysis = get_analysis(name)
     assert (analysis.name, analysis.summary) == (name, REGISTRY[name][1])
     assert analysis.result.analysis == name
-    assert analysis.models and set(analysis.models) <= set(RUNS), "declare the model kinds it applies to"
+    kinds = {_kind(r) for r in RUNS}
+    assert analysis.models and set(analysis.models) <= kinds, "declare the model kinds it applies to"
+    assert any(_applies(name, run) for run in RUNS), "no integration run exercises it"
     assert dataclasses.is_dataclass(analysis.params) and analysis.params.__dataclass_params__.frozen
     assert all(f.metadata.get("help") for f in dataclasses.fields(analysis.params)), "every param needs a help text"
 
 
-@pytest.mark.parametrize("name, kind", CASES)
-def test_cli_and_python_api_give_identical_results(name, kind, runs, tmp_path, capsys):
-    run_dir = runs[kind]
+@pytest.mark.parametrize("name, run", CASES)
+def test_cli_and_python_api_give_identical_results(name, run, runs, tmp_path, capsys):
+    run_dir = runs[run]
     analysis = get_analysis(name)
     result = analysis.compute(load_subject(run_dir), analysis.params())
     result.save(tmp_path / "api")
@@ -76,7 +100,8 @@ def test_cli_and_python_api_give_identical_results(name, kind, runs, tmp_path, c
     assert api_json == cli_json
     assert api_tensors.keys() == cli_tensors.keys()
     for key in api_tensors:
-        assert torch.equal(api_tensors[key], cli_tensors[key]), key
+        torch.testing.assert_close(api_tensors[key], cli_tensors[key], rtol=0, atol=0, equal_nan=True,
+                                   msg=key)
     assert (tmp_path / "cli" / "figure.html").stat().st_size > 0
     loaded = analysis.result.load(tmp_path / "api")
     assert loaded.to_frame().equals(result.to_frame())
@@ -95,8 +120,8 @@ def test_bad_split_exits_2_with_did_you_mean(name, run_dir, capsys):
     assert code == 2 and "did you mean 'adv'" in err
 
 
-@pytest.mark.parametrize("name", [n for n in REGISTRY if "transformer" not in get_analysis(n).models])
-def test_analysis_on_a_model_it_does_not_apply_to_exits_2(name, run_dir, capsys):
+@pytest.mark.parametrize("name", [n for n in REGISTRY if not _applies(n, "transformer")])
+def test_analysis_on_a_model_or_task_it_does_not_apply_to_exits_2(name, run_dir, capsys):
     code, _, err = _cli(capsys, name, "--ckpt", str(run_dir))
     assert code == 2 and "Traceback" not in err
 
@@ -106,3 +131,57 @@ def test_default_result_folder_is_inside_the_run(run_dir, capsys):
     code, out, err = _cli(capsys, name, "--ckpt", str(run_dir))
     assert code == 0, err
     assert (run_dir / "analyses" / name / "step_000020" / "result.json").exists()
+
+
+@pytest.mark.parametrize("name, run", CASES)
+def test_no_analysis_lets_a_hook_fail_silently(name, run, runs, tmp_path):
+    # Take every hook point off the forward path (as replacing modules after the model was built
+    # does). An analysis that registers a hook must then raise HookError naming it; one that
+    # registers none (weights only, or forward passes without hooks) must give the same result.
+    analysis = get_analysis(name)
+    analysis.compute(load_subject(runs[run]), analysis.params()).save(tmp_path / "intact", figure=False)
+    subject = load_subject(runs[run])
+    for hook in list(subject.model.hook_dict):
+        parent, _, attr = hook.rpartition(".")
+        setattr(subject.model.get_submodule(parent) if parent else subject.model, attr, nn.Identity())
+    try:
+        result = analysis.compute(subject, analysis.params())
+    except HookError as err:
+        assert "never fired" in str(err)
+        return
+    result.save(tmp_path / "broken", figure=False)
+    intact_json, intact_tensors = _saved(tmp_path / "intact")
+    broken_json, broken_tensors = _saved(tmp_path / "broken")
+    assert intact_json == broken_json
+    for key in intact_tensors:
+        torch.testing.assert_close(intact_tensors[key], broken_tensors[key], rtol=0, atol=0, equal_nan=True,
+                                   msg=key)
+
+
+@pytest.mark.parametrize("name, run, params", [
+    ("progress", "modadd_transformer", ["--param", "frequencies=1,2"]),
+    ("fourier", "quadratic_mlp", []),
+    ("dla", "transformer", ["--param", "splits=adv"]),
+])
+def test_evolve_runs_an_analysis_over_every_checkpoint_with_its_params(
+    name, run, params, runs, tmp_path, capsys
+):
+    import pandas as pd
+
+    from interp.store import list_checkpoints
+
+    code, out, err = _cli(capsys, "evolve", "--run", str(runs[run]), "--analysis", name, *params,
+                          "--out", str(tmp_path), "--no-progress")
+    assert code == 0, err
+    frame = pd.read_csv(tmp_path / f"{name}.csv")
+    assert sorted(frame["step"].unique()) == list_checkpoints(runs[run])
+    if name == "progress":
+        assert (frame["key_frequencies"].astype(str) == "1,2").all()
+    if name == "dla":
+        assert set(frame["split"]) == {"adv"}
+
+
+def test_evolve_rejects_unknown_params_with_exit_2(runs, capsys):
+    code, _, err = _cli(capsys, "evolve", "--run", str(runs["transformer"]), "--analysis", "dla",
+                        "--param", "neuron=1")
+    assert code == 2 and "did you mean 'neurons'" in err and "Traceback" not in err

@@ -1,0 +1,258 @@
+"""What the patching analyses share (``patch``, ``attribute``, ``path-patch``): pairs, effect
+tables and their statistics.
+
+* `pairs_for`: the (source, target) pairs a ``split`` / ``source`` / ``seed`` / ``max_examples``
+  parameter set asks for: each target example with its label-flipped counterfactual partner
+  (``source="counterfactual"``, MPSP tasks), or examples of two splits paired so labels differ.
+* `SiteEffects`: a `Result` holding per-site effect tensors flattened site after site, with
+  per-pair values, bootstrap intervals and permutation p-values (`interp.dissect.patch_stats`);
+  its table has one row per patch and its figure a heatmap per site over a row of error bars.
+* `effect_stats`: the intervals and, when asked for, the permutation test (which re-runs the
+  analysis's own patch on re-paired examples).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+from torch import Tensor
+
+from interp.dissect.patch_stats import EffectStats, effect_statistics, permutation_null
+from interp.dissect.patching import PatchPairs, aligned_pairs, cross_pairs
+from interp.errors import ConfigError
+from analyses.base import Result
+from analyses.subject import Subject
+from tasks import MPSPTask, counterfactual
+
+COUNTERFACTUAL = "counterfactual"
+# Help texts of the parameters every patching analysis has.
+SPLIT_HELP = "Split whose runs are patched (the target / corrupted inputs)."
+SOURCE_HELP = (
+    "Where patched activations come from: 'counterfactual' (label-flipped partners of split) or a split name."
+)
+MAX_EXAMPLES_HELP = "Use at most this many pairs (0: all)."
+SEED_HELP = "Seed of the counterfactual edits, the cross-split pairing, the bootstrap and the re-pairings."
+N_BOOT_HELP = "Bootstrap resamples of the pairs for the confidence intervals."
+CI_HELP = "Confidence level of the bootstrap intervals."
+PERMUTATIONS_HELP = "Re-pairings for the permutation test (the patch is re-run on each; 0: no p-values)."
+STAT_KEYS = (
+    "recovery",
+    "logit_diff",
+    "recovery_low",
+    "recovery_high",
+    "logit_diff_low",
+    "logit_diff_high",
+    "p_value",
+)
+
+
+def pairs_for(subject: Subject, params: Any) -> PatchPairs:
+    """The (source, target) pairs `params` asks for (``split``, ``source``, ``seed``, ``max_examples``)."""
+    target = subject.split(params.split)
+    if params.source == COUNTERFACTUAL:
+        if not isinstance(subject.task, MPSPTask):
+            raise ConfigError(
+                f"source='counterfactual' needs an MPSP task, not {subject.task.name!r}",
+                "pass a split name as source",
+            )
+        partner = counterfactual(subject.task, target, flip="label", seed=params.seed)
+        pairs = aligned_pairs(partner, target, keep=partner.extras["valid"])
+    else:
+        pairs = cross_pairs(subject.split(params.source), target, seed=params.seed)
+    if len(pairs) == 0:
+        raise ConfigError(
+            f"no pairs between {params.source!r} and {params.split!r}", "their labels never differ"
+        )
+    return pairs.head(params.max_examples)
+
+
+def effect_stats(
+    per_example: Tensor,
+    source: Tensor,
+    target: Tensor,
+    params: Any,
+    rerun: Callable[[PatchPairs], Tensor] | None = None,
+    pairs: PatchPairs | None = None,
+) -> EffectStats:
+    """Bootstrap intervals of a table of effects and, if ``params.permutations``, p-values.
+
+    Args:
+        per_example: Patched logit difference of every pair per patch, [*m, n].
+        source: Unpatched source logit differences, [n].
+        target: Unpatched target logit differences, [n].
+        params: Has ``n_boot``, ``ci``, ``permutations`` and ``seed``.
+        rerun: ``PatchPairs -> mean patched logit difference [*m]``: the same patch on other pairs.
+        pairs: The pairs `rerun` re-pairs.
+
+    Raises:
+        ConfigError: For negative ``permutations`` (and bad ``n_boot`` / ``ci``).
+    """
+    if params.permutations < 0:
+        raise ConfigError(f"permutations={params.permutations} must be >= 0", "0 skips the permutation test")
+    null = (
+        permutation_null(rerun, pairs, params.permutations, seed=params.seed) if params.permutations else None
+    )
+    return effect_statistics(
+        per_example, source, target, n_boot=params.n_boot, level=params.ci, seed=params.seed, null=null
+    )
+
+
+def patch_labels(axes: list[str], shape: list[int]) -> list[str]:
+    """A short label per patch of an effect tensor, in row-major order (``L1 P3``, ``L0 H1``)."""
+    letters = {"layer": "L", "head": "H", "pos": "P"}
+    return [" ".join(f"{letters.get(a, a)}{i}" for a, i in zip(axes, index)) for index in np.ndindex(*shape)]
+
+
+def add_interval_row(
+    fig: go.Figure, row: int, col: int, labels: list[str], values: dict[str, Tensor], ci: float
+) -> None:
+    """Add every patch's recovery with its bootstrap interval as error bars at (`row`, `col`)."""
+    rec, low, high = (values[k].flatten() for k in ("recovery", "recovery_low", "recovery_high"))
+    p = values["p_value"].flatten()
+    fig.add_trace(
+        go.Scatter(
+            x=labels,
+            y=rec.tolist(),
+            mode="markers",
+            marker={"size": 6, "color": "black"},
+            error_y={
+                "type": "data",
+                "symmetric": False,
+                "array": (high - rec).tolist(),
+                "arrayminus": (rec - low).tolist(),
+            },
+            customdata=np.stack([low.numpy(), high.numpy(), p.numpy()], axis=-1).tolist(),
+            hovertemplate=(
+                f"patch %{{x}}<br>recovery %{{y:.3f}}<br>{ci:.0%} interval [%{{customdata[0]:.3f}}, "
+                "%{customdata[1]:.3f}]<br>permutation p %{customdata[2]:.3g}<extra></extra>"
+            ),
+        ),
+        row=row,
+        col=col,
+    )
+    fig.update_yaxes(title_text="recovery", row=row, col=col)
+    fig.update_xaxes(title_text="patch", row=row, col=col)
+
+
+@dataclass(frozen=True)
+class SiteEffects(Result):
+    """Effects of every patched site, flattened site after site (row-major within a site).
+
+    Attributes:
+        split: The target split.
+        source: ``"counterfactual"`` or the source split.
+        sites: Site names, in order.
+        axes: Axis names per site (e.g. ``{"z": ["layer", "head"]}``).
+        shapes: Effect tensor shape per site.
+        n_pairs: Number of pairs measured.
+        source_logit_diff: LD of the unpatched source runs.
+        target_logit_diff: LD of the unpatched target runs.
+        recovery: Normalised logit-difference recovery, [n_patches].
+        logit_diff: Patched logit difference, [n_patches].
+        recovery_low: Lower end of the recovery's bootstrap interval, [n_patches].
+        recovery_high: Upper end, [n_patches].
+        logit_diff_low: Lower end of the patched logit difference's interval, [n_patches].
+        logit_diff_high: Upper end, [n_patches].
+        p_value: Permutation p-value per patch, [n_patches] (NaN without permutations).
+        per_example: Patched logit difference of every pair, [n_patches, n_pairs].
+        source_per_example: Unpatched source logit difference of every pair, [n_pairs].
+        target_per_example: Unpatched target logit difference of every pair, [n_pairs].
+    """
+
+    effect_keys: ClassVar[tuple[str, ...]] = STAT_KEYS
+    what: ClassVar[str] = "Patching"
+    split: str
+    source: str
+    sites: list[str]
+    axes: dict[str, list[str]]
+    shapes: dict[str, list[int]]
+    n_pairs: int
+    source_logit_diff: float
+    target_logit_diff: float
+    recovery: Tensor
+    logit_diff: Tensor
+    recovery_low: Tensor
+    recovery_high: Tensor
+    logit_diff_low: Tensor
+    logit_diff_high: Tensor
+    p_value: Tensor
+    per_example: Tensor
+    source_per_example: Tensor
+    target_per_example: Tensor
+
+    def site(self, name: str) -> dict[str, Tensor]:
+        """Every per-patch tensor of one site (`effect_keys`), in the site's own shape."""
+        if name not in self.sites:
+            raise ConfigError(f"site {name!r} was not patched", f"patched: {', '.join(self.sites)}")
+        sizes = [int(np.prod(self.shapes[s])) for s in self.sites]
+        i = self.sites.index(name)
+        part = slice(sum(sizes[:i]), sum(sizes[: i + 1]))
+        return {k: getattr(self, k)[part].reshape(self.shapes[name]) for k in self.effect_keys}
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per patch (site, layer, head, pos), largest |recovery| first."""
+        rows = []
+        for name in self.sites:
+            values = self.site(name)
+            for index in np.ndindex(*self.shapes[name]):
+                row = {"site": name, "layer": pd.NA, "head": pd.NA, "pos": pd.NA}
+                row.update(dict(zip(self.axes[name], index)))
+                row.update({k: v[index].item() for k, v in values.items()})
+                rows.append(row)
+        frame = pd.DataFrame(rows).astype({"layer": "Int64", "head": "Int64", "pos": "Int64"})
+        order = frame["recovery"].abs().fillna(-1.0).sort_values(ascending=False, kind="stable").index
+        return frame.loc[order].reset_index(drop=True)
+
+    def figure(self) -> go.Figure:
+        """Per site, a heatmap of recovery (layer x position, layer x head, or head x position),
+        and below it every patch's recovery with its bootstrap interval as error bars."""
+        fig = make_subplots(rows=2, cols=len(self.sites), subplot_titles=self.sites, row_heights=[0.6, 0.4])
+        ci = self.params.get("ci", 0.95)
+        for col, name in enumerate(self.sites, start=1):
+            values = self.site(name)
+            fig.add_trace(_heatmap(name, self.axes[name], values["recovery"]), row=1, col=col)
+            add_interval_row(fig, 2, col, patch_labels(self.axes[name], self.shapes[name]), values, ci)
+            x_title = "head" if self.axes[name][-1] == "head" and len(self.axes[name]) == 2 else "position"
+            fig.update_xaxes(title_text=x_title, row=1, col=col)
+            fig.update_yaxes(
+                title_text="layer" if len(self.axes[name]) == 2 else "layer, head",
+                row=1,
+                col=col,
+                autorange="reversed",
+            )
+        step = f", step {self.step}" if self.step is not None else ""
+        fig.update_layout(
+            coloraxis={"colorscale": "RdBu", "cmid": 0, "colorbar": {"title": "recovery"}}, showlegend=False
+        )
+        fig.update_layout(
+            title=f"{self.what} {self.source} into {self.split}{step}: logit-difference recovery "
+            f"({self.n_pairs} pairs; error bars: {ci:.0%} bootstrap intervals)"
+        )
+        return fig
+
+
+def _heatmap(site: str, axes: list[str], values: Tensor) -> go.Heatmap:
+    """One site's recovery as a heatmap; [layer, pos, head] is drawn as (layer, head) x pos."""
+    if len(axes) == 3:  # z_pos: rows L{l}H{h}, columns positions
+        layers, n_pos, heads = values.shape
+        z = values.permute(0, 2, 1).reshape(layers * heads, n_pos)
+        y = [f"L{l}H{h}" for l in range(layers) for h in range(heads)]
+        x, names = list(range(n_pos)), ("layer, head", "position")
+    else:
+        z, y, x = values, list(range(values.shape[0])), list(range(values.shape[1]))
+        names = ("layer", axes[1] if axes[1] == "head" else "position")
+    return go.Heatmap(
+        z=z.tolist(),
+        x=x,
+        y=y,
+        coloraxis="coloraxis",
+        hovertemplate=(
+            f"site {site}<br>{names[0]} %{{y}}<br>{names[1]} %{{x}}<br>recovery %{{z:.3f}}<extra></extra>"
+        ),
+    )

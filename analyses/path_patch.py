@@ -1,0 +1,220 @@
+"""Analysis ``path-patch``: path patching from every head to every later head's q / k / v and the logits.
+
+The same pairs and metric as ``patch`` (`analyses.effects.pairs_for`); each effect is one edge
+of the model's graph (`interp.dissect.path_patching`): the sender head's output takes its source
+value as seen by the receiver only, every other head and MLP keeping its target-run output.
+Uncertainty as in ``patch``: per-pair values, bootstrap intervals and (``permutations > 0``) a
+permutation test over re-pairings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+from torch import Tensor
+
+from interp.config import to_dict
+from interp.dissect.path_patching import path_patch
+from analyses.base import Analysis, Result, param
+from analyses.effects import (
+    CI_HELP,
+    COUNTERFACTUAL,
+    MAX_EXAMPLES_HELP,
+    N_BOOT_HELP,
+    PERMUTATIONS_HELP,
+    SEED_HELP,
+    SOURCE_HELP,
+    SPLIT_HELP,
+    add_interval_row,
+    effect_stats,
+    pairs_for,
+)
+from analyses.subject import Subject
+from analyses.registry import REGISTRY
+
+DEFINITION = """\
+For a sender head S and a receiver R (the query, key or value input of a head in a later layer,
+or the logits), the target run is repeated with S's output replaced by its value on the paired
+source run as R sees it, and with every other head and MLP keeping its target-run output: R's
+input is recomputed from the target residual stream plus S's change of output (through the
+LayerNorm before R), and the model then runs with only R's input replaced, everything after it
+recomputed. The effect is the patched logit difference (source label minus target label at the
+readout) and its recovery, as for activation patching; intervals are percentile bootstrap
+intervals over pairs, p-values come from re-running the patch on pairs re-paired at random
+within equal labels."""
+REFERENCE = (
+    'Wang, Variengien, Conmy, Shlegeris and Steinhardt, "Interpretability in the Wild: a Circuit for '
+    'Indirect Object Identification in GPT-2 small" (2022); Goldowsky-Dill, MacLeod, Sato and Arora, '
+    '"Localizing Model Behavior with Path Patching" (2023).'
+)
+
+
+@dataclass(frozen=True)
+class Params:
+    """Parameters of ``path-patch``."""
+
+    split: str = param("adv", SPLIT_HELP)
+    source: str = param(COUNTERFACTUAL, SOURCE_HELP)
+    receivers: str = param(
+        "q,k,v,logits", "Comma-separated receiver kinds: q, k, v (of later heads), logits."
+    )
+    max_examples: int = param(2048, MAX_EXAMPLES_HELP)
+    seed: int = param(0, SEED_HELP)
+    n_boot: int = param(1000, N_BOOT_HELP)
+    ci: float = param(0.95, CI_HELP)
+    permutations: int = param(0, PERMUTATIONS_HELP)
+
+
+@dataclass(frozen=True)
+class PathPatchResult(Result):
+    """Path-patching effect of every sender head on every receiver.
+
+    Attributes:
+        split: The target split.
+        source: ``"counterfactual"`` or the source split.
+        senders: Sender heads (``L0H0``, ...), the first tensor axis.
+        receivers: Receivers (``L1H0.q``, ..., ``logits``), the second axis.
+        n_pairs: Number of pairs measured.
+        source_logit_diff: LD of the unpatched source runs.
+        target_logit_diff: LD of the unpatched target runs.
+        logit_diff: Patched logit difference, [sender, receiver] (NaN: no path).
+        recovery: Its normalised recovery, [sender, receiver].
+        recovery_low: Lower end of the recovery's bootstrap interval, [sender, receiver].
+        recovery_high: Upper end, [sender, receiver].
+        logit_diff_low: Lower end of the logit difference's interval, [sender, receiver].
+        logit_diff_high: Upper end, [sender, receiver].
+        p_value: Permutation p-value, [sender, receiver] (NaN without permutations).
+        per_example: Patched logit difference of every pair, [sender, receiver, n_pairs].
+        source_per_example: Unpatched source logit differences, [n_pairs].
+        target_per_example: Unpatched target logit differences, [n_pairs].
+    """
+
+    analysis: ClassVar[str] = "path-patch"
+    split: str
+    source: str
+    senders: list[str]
+    receivers: list[str]
+    n_pairs: int
+    source_logit_diff: float
+    target_logit_diff: float
+    logit_diff: Tensor
+    recovery: Tensor
+    recovery_low: Tensor
+    recovery_high: Tensor
+    logit_diff_low: Tensor
+    logit_diff_high: Tensor
+    p_value: Tensor
+    per_example: Tensor
+    source_per_example: Tensor
+    target_per_example: Tensor
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per path (sender, receiver) that exists, largest |recovery| first."""
+        keys = (
+            "recovery",
+            "logit_diff",
+            "recovery_low",
+            "recovery_high",
+            "logit_diff_low",
+            "logit_diff_high",
+            "p_value",
+        )
+        rows = [
+            {"sender": sender, "receiver": receiver, **{k: getattr(self, k)[s, r].item() for k in keys}}
+            for s, sender in enumerate(self.senders)
+            for r, receiver in enumerate(self.receivers)
+            if not self.logit_diff[s, r].isnan()
+        ]
+        frame = pd.DataFrame(rows, columns=["sender", "receiver", *keys])
+        order = frame["recovery"].abs().fillna(-1.0).sort_values(ascending=False, kind="stable").index
+        return frame.loc[order].reset_index(drop=True)
+
+    def figure(self) -> go.Figure:
+        """A heatmap of recovery, sender x receiver, over every path's recovery with error bars."""
+        ci = self.params.get("ci", 0.95)
+        fig = make_subplots(
+            rows=2,
+            cols=1,
+            row_heights=[0.6, 0.4],
+            vertical_spacing=0.18,
+            subplot_titles=["recovery per path", f"recovery with {ci:.0%} bootstrap intervals"],
+        )
+        fig.add_trace(
+            go.Heatmap(
+                z=self.recovery.tolist(),
+                x=self.receivers,
+                y=self.senders,
+                colorscale="RdBu",
+                zmid=0,
+                colorbar={"title": "recovery", "len": 0.55, "y": 0.75},
+                hovertemplate="sender %{y}<br>receiver %{x}<br>recovery %{z:.3f}<extra></extra>",
+            ),
+            row=1,
+            col=1,
+        )
+        fig.update_xaxes(title_text="receiver (layer, head, input)", row=1, col=1)
+        fig.update_yaxes(title_text="sender (layer, head)", autorange="reversed", row=1, col=1)
+        valid = ~self.logit_diff.isnan()
+        labels = [
+            f"{self.senders[s]}->{self.receivers[r]}" for s, r in valid.nonzero().tolist()
+        ]  # row-major, as [valid]
+        values = {
+            k: getattr(self, k)[valid] for k in ("recovery", "recovery_low", "recovery_high", "p_value")
+        }
+        add_interval_row(fig, 2, 1, labels, values, ci)
+        step = f", step {self.step}" if self.step is not None else ""
+        fig.update_layout(
+            title=f"Path patching {self.source} into {self.split}{step} ({self.n_pairs} pairs)",
+            showlegend=False,
+        )
+        return fig
+
+
+def compute(subject: Subject, params: Params) -> PathPatchResult:
+    """Path-patch every head into every receiver of the kinds in `params.receivers`."""
+    pairs = pairs_for(subject, params)
+    effects = path_patch(subject.model, pairs, params.receivers)
+    stats = effect_stats(
+        effects.per_example,
+        effects.source_per_example,
+        effects.target_per_example,
+        params,
+        lambda other: path_patch(subject.model, other, params.receivers).logit_diff,
+        pairs,
+    )
+    return PathPatchResult(
+        params=to_dict(params),
+        step=subject.step,
+        split=params.split,
+        source=params.source,
+        senders=list(effects.senders),
+        receivers=list(effects.receivers),
+        n_pairs=len(pairs),
+        source_logit_diff=effects.source_logit_diff,
+        target_logit_diff=effects.target_logit_diff,
+        logit_diff=effects.logit_diff,
+        recovery=effects.recovery,
+        recovery_low=stats.recovery_low,
+        recovery_high=stats.recovery_high,
+        logit_diff_low=stats.logit_diff_low,
+        logit_diff_high=stats.logit_diff_high,
+        p_value=stats.p_value,
+        per_example=effects.per_example,
+        source_per_example=effects.source_per_example,
+        target_per_example=effects.target_per_example,
+    )
+
+
+ANALYSIS = Analysis(
+    name="path-patch",
+    summary=REGISTRY["path-patch"][1],
+    params=Params,
+    compute=compute,
+    result=PathPatchResult,
+    definition=DEFINITION,
+    reference=REFERENCE,
+)
