@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 BIN   := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-slow test-tl4 docs clean
+.PHONY: install demo test test-slow lint format test-tl4 docs clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,15 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 -m slow $(PYTEST_ARGS)
+
+# ruff: lint rules and formatting (pyproject.toml [tool.ruff]); CI fails on either.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
 
 # The model unit tests under TransformerLens 4.x (the oracle tests compare against 3.x's
 # HookedTransformer, which 4.x removed, so they run in `make test` only).

@@ -39,8 +39,14 @@ def all_analyses() -> list[Analysis]:
 
 
 # These import models and tasks (hence torch) only when first used.
-_LAZY = {"load_subject": "analyses.subject", "Subject": "analyses.subject", "evolve": "analyses.evolution",
-         "Evolution": "analyses.evolution", "Result": "analyses.base", "Analysis": "analyses.base"}
+_LAZY = {
+    "load_subject": "analyses.subject",
+    "Subject": "analyses.subject",
+    "evolve": "analyses.evolution",
+    "Evolution": "analyses.evolution",
+    "Result": "analyses.base",
+    "Analysis": "analyses.base",
+}
 __getattr__, __dir__ = lazy_surface(__name__, _LAZY)
 
 __all__ = ["REGISTRY", "all_analyses", "get_analysis", *sorted(_LAZY)]

@@ -19,13 +19,13 @@ import torch
 from plotly.subplots import make_subplots
 from torch import Tensor
 
-from interp.dissect.ablation import ablate, components, parse_kinds
+from analyses.base import Analysis, Result, param
+from analyses.registry import REGISTRY
+from analyses.subject import Subject
 from interp.config import to_dict
+from interp.dissect.ablation import ablate, components, parse_kinds
 from interp.errors import ConfigError, did_you_mean
 from interp.metrics import LOSSES
-from analyses.base import Analysis, Result, param
-from analyses.subject import Subject
-from analyses.registry import REGISTRY
 
 
 @dataclass(frozen=True)
@@ -70,11 +70,17 @@ class AblateResult(Result):
             for k, kind in enumerate(self.kinds):
                 for c, comp in enumerate(self.components):
                     acc, loss = self.accuracy[s, k, c].item(), self.loss[s, k, c].item()
-                    rows.append({
-                        "split": split, "kind": kind, "component": comp, "acc": acc,
-                        "delta_acc": acc - self.base_accuracy[s].item(), "loss": loss,
-                        "delta_loss": loss - self.base_loss[s].item(),
-                    })
+                    rows.append(
+                        {
+                            "split": split,
+                            "kind": kind,
+                            "component": comp,
+                            "acc": acc,
+                            "delta_acc": acc - self.base_accuracy[s].item(),
+                            "loss": loss,
+                            "delta_loss": loss - self.base_loss[s].item(),
+                        }
+                    )
         frame = pd.DataFrame(rows)
         key = frame["delta_acc"].abs() + 1e-9 * frame["delta_loss"].abs()  # ties: by loss change
         return frame.loc[key.sort_values(ascending=False, kind="stable").index].reset_index(drop=True)
@@ -82,14 +88,25 @@ class AblateResult(Result):
     def figure(self) -> go.Figure:
         """Heatmaps of the accuracy change, component x split, one per ablation kind."""
         delta = self.accuracy - self.base_accuracy[:, None, None]  # [split, kind, component]
-        fig = make_subplots(rows=1, cols=len(self.kinds), subplot_titles=[f"{k} ablation" for k in self.kinds])
+        fig = make_subplots(
+            rows=1, cols=len(self.kinds), subplot_titles=[f"{k} ablation" for k in self.kinds]
+        )
         for k, kind in enumerate(self.kinds):
-            fig.add_trace(go.Heatmap(
-                z=delta[:, k].T.tolist(), x=self.splits, y=self.components, coloraxis="coloraxis",
-                customdata=self.accuracy[:, k].T.tolist(),
-                hovertemplate=(f"{kind} ablation<br>component %{{y}}<br>split %{{x}}<br>"
-                               "accuracy change %{z:+.3f}<br>accuracy %{customdata:.3f}<extra></extra>"),
-            ), row=1, col=k + 1)
+            fig.add_trace(
+                go.Heatmap(
+                    z=delta[:, k].T.tolist(),
+                    x=self.splits,
+                    y=self.components,
+                    coloraxis="coloraxis",
+                    customdata=self.accuracy[:, k].T.tolist(),
+                    hovertemplate=(
+                        f"{kind} ablation<br>component %{{y}}<br>split %{{x}}<br>"
+                        "accuracy change %{z:+.3f}<br>accuracy %{customdata:.3f}<extra></extra>"
+                    ),
+                ),
+                row=1,
+                col=k + 1,
+            )
             fig.update_xaxes(title_text="split", row=1, col=k + 1)
             fig.update_yaxes(title_text="component (layer, head)", autorange="reversed", row=1, col=k + 1)
         step = f" at step {self.step}" if self.step is not None else ""
@@ -123,9 +140,14 @@ def compute(subject: Subject, params: Params) -> AblateResult:
         effects.append(ablate(subject.model, split.tokens[:n], split.labels[:n], kinds, params.loss))
         sizes.append(n)
     return AblateResult(
-        params=to_dict(params), step=subject.step, splits=names, kinds=list(kinds),
-        components=[c.name for c in components(subject.model)], n_examples=sizes,
-        accuracy=torch.stack([e.accuracy for e in effects]), loss=torch.stack([e.loss for e in effects]),
+        params=to_dict(params),
+        step=subject.step,
+        splits=names,
+        kinds=list(kinds),
+        components=[c.name for c in components(subject.model)],
+        n_examples=sizes,
+        accuracy=torch.stack([e.accuracy for e in effects]),
+        loss=torch.stack([e.loss for e in effects]),
         base_accuracy=torch.tensor([e.base_accuracy for e in effects]),
         base_loss=torch.tensor([e.base_loss for e in effects]),
     )

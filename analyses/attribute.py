@@ -19,10 +19,6 @@ import plotly.graph_objects as go
 import torch
 from torch import Tensor
 
-from interp.config import to_dict
-from interp.dissect.attribution import AttributionSweep, attribution_sweep
-from interp.dissect.patching import SITES, parse_sites, patch_sweep
-from interp.dissect.rank_stats import pearson
 from analyses.base import Analysis, param
 from analyses.effects import (
     CI_HELP,
@@ -38,8 +34,12 @@ from analyses.effects import (
     effect_stats,
     pairs_for,
 )
-from analyses.subject import Subject
 from analyses.registry import REGISTRY
+from analyses.subject import Subject
+from interp.config import to_dict
+from interp.dissect.attribution import AttributionSweep, attribution_sweep
+from interp.dissect.patching import SITES, parse_sites, patch_sweep
+from interp.dissect.rank_stats import pearson
 
 DEFINITION = """\
 For a site index with activation slice a, activation patching measures

@@ -25,9 +25,9 @@ import safetensors.torch
 import torch
 from torch import Tensor
 
-from interp.store.atomic import atomic_write_bytes, atomic_write_json
 from interp.config import param, param_help
 from interp.errors import CheckpointError, FormatVersionError
+from interp.store.atomic import atomic_write_bytes, atomic_write_json
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -75,14 +75,22 @@ class Result:
         folder.mkdir(parents=True, exist_ok=True)
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         # Private copies: safetensors refuses fields that share memory (e.g. two views of one NaN tensor).
-        tensors = {k: v.detach().cpu().clone(memory_format=torch.contiguous_format) for k, v in values.items()
-                   if isinstance(v, Tensor)}
+        tensors = {
+            k: v.detach().cpu().clone(memory_format=torch.contiguous_format)
+            for k, v in values.items()
+            if isinstance(v, Tensor)
+        }
         atomic_write_bytes(folder / TENSORS_FILE, safetensors.torch.save(tensors))
         fields = {k: v for k, v in values.items() if k not in tensors}
-        atomic_write_json(folder / RESULT_FILE, {
-            "format_version": RESULT_FORMAT_VERSION, "analysis": self.analysis, "fields": fields,
-            "tensor_fields": sorted(tensors),
-        })
+        atomic_write_json(
+            folder / RESULT_FILE,
+            {
+                "format_version": RESULT_FORMAT_VERSION,
+                "analysis": self.analysis,
+                "fields": fields,
+                "tensor_fields": sorted(tensors),
+            },
+        )
         if figure:
             self.figure().write_html(folder / FIGURE_FILE, include_plotlyjs="directory")
         return folder
@@ -100,9 +108,13 @@ class Result:
             data = json.loads((folder / RESULT_FILE).read_text())
             tensors = safetensors.torch.load((folder / TENSORS_FILE).read_bytes())
         except (OSError, ValueError) as err:
-            raise CheckpointError(f"{folder} holds no readable analysis result: {err}", "run the analysis with --out first") from None
+            raise CheckpointError(
+                f"{folder} holds no readable analysis result: {err}", "run the analysis with --out first"
+            ) from None
         if data.get("format_version", 0) > RESULT_FORMAT_VERSION:
-            raise FormatVersionError(f"{folder / RESULT_FILE} has format_version {data['format_version']}", "upgrade interp")
+            raise FormatVersionError(
+                f"{folder / RESULT_FILE} has format_version {data['format_version']}", "upgrade interp"
+            )
         if data.get("analysis") != cls.analysis:
             raise CheckpointError(f"{folder} holds a {data.get('analysis')!r} result, not {cls.analysis!r}")
         return cls(**data["fields"], **tensors)

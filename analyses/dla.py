@@ -21,12 +21,12 @@ import plotly.graph_objects as go
 import torch
 from torch import Tensor
 
+from analyses.base import Analysis, Result, param
+from analyses.registry import REGISTRY
+from analyses.subject import Subject
 from interp.config import to_dict
 from interp.dissect.logit_attribution import direct_logit_attribution
 from interp.errors import ConfigError
-from analyses.base import Analysis, Result, param
-from analyses.subject import Subject
-from analyses.registry import REGISTRY
 
 DEFINITION = """\
 With the final LayerNorm's scale held at its value on each run, the logit difference between an

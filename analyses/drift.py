@@ -15,20 +15,22 @@ from typing import ClassVar
 import pandas as pd
 import plotly.graph_objects as go
 
-from interp.store import checkpoint_dir, list_checkpoints, load_checkpoint, run_of
-from interp.config import to_dict
-from interp.errors import ConfigError
 from analyses.base import Analysis, Result, param
-from analyses.subject import Subject
-from interp.dissect.weights import parameter_cosine
 from analyses.registry import REGISTRY
+from analyses.subject import Subject
+from interp.config import to_dict
+from interp.dissect.weights import parameter_cosine
+from interp.errors import ConfigError
+from interp.store import checkpoint_dir, list_checkpoints, load_checkpoint, run_of
 
 
 @dataclass(frozen=True)
 class Params:
     """Parameters of `drift`."""
 
-    reference: str = param("", "Reference checkpoint or run folder (empty: the first checkpoint of the analysed run).")
+    reference: str = param(
+        "", "Reference checkpoint or run folder (empty: the first checkpoint of the analysed run)."
+    )
 
 
 @dataclass(frozen=True)
@@ -58,17 +60,29 @@ class DriftResult(Result):
 
     def to_frame(self) -> pd.DataFrame:
         """One row for the total, then one per tensor."""
-        return pd.DataFrame({"tensor": ["<total>", *self.tensor], "cosine": [self.total, *self.cosine],
-                             "sliced": [False, *(t in self.sliced for t in self.tensor)]})
+        return pd.DataFrame(
+            {
+                "tensor": ["<total>", *self.tensor],
+                "cosine": [self.total, *self.cosine],
+                "sliced": [False, *(t in self.sliced for t in self.tensor)],
+            }
+        )
 
     def figure(self) -> go.Figure:
         """Bars of the cosine per tensor, the total first."""
         frame = self.to_frame()
-        fig = go.Figure(go.Bar(x=frame["tensor"], y=frame["cosine"],
-                               hovertemplate="%{x}<br>cosine %{y:.4f}<extra></extra>"))
+        fig = go.Figure(
+            go.Bar(
+                x=frame["tensor"], y=frame["cosine"], hovertemplate="%{x}<br>cosine %{y:.4f}<extra></extra>"
+            )
+        )
         step = "" if self.step is None else f"step {self.step}"
-        fig.update_layout(title=f"Parameter cosine: {step} vs reference step {self.reference_step}",
-                          xaxis_title="tensor", yaxis_title="cosine", yaxis_range=[-1.05, 1.05])
+        fig.update_layout(
+            title=f"Parameter cosine: {step} vs reference step {self.reference_step}",
+            xaxis_title="tensor",
+            yaxis_title="cosine",
+            yaxis_range=[-1.05, 1.05],
+        )
         return fig
 
 
@@ -85,14 +99,24 @@ def compute(subject: Subject, params: Params) -> DriftResult:
     ref = load_checkpoint(params.reference or _default_reference(subject.source), load_train_state=False)
     drift = parameter_cosine(subject.model.state_dict(), ref.state_dict)
     return DriftResult(
-        params=to_dict(params), step=subject.step, reference=str(ref.path), reference_step=ref.step,
-        total=drift.total, distance=drift.distance, norm=drift.norm_a, reference_norm=drift.norm_b,
-        tensor=list(drift.per_tensor), cosine=list(drift.per_tensor.values()), sliced=drift.sliced,
+        params=to_dict(params),
+        step=subject.step,
+        reference=str(ref.path),
+        reference_step=ref.step,
+        total=drift.total,
+        distance=drift.distance,
+        norm=drift.norm_a,
+        reference_norm=drift.norm_b,
+        tensor=list(drift.per_tensor),
+        cosine=list(drift.per_tensor.values()),
+        sliced=drift.sliced,
     )
 
 
 ANALYSIS = Analysis(
     name="drift",
     summary=REGISTRY["drift"][1],
-    params=Params, compute=compute, result=DriftResult,
+    params=Params,
+    compute=compute,
+    result=DriftResult,
 )

@@ -23,11 +23,11 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 from torch import Tensor
 
+from analyses.base import Result
+from analyses.subject import Subject
 from interp.dissect.patch_stats import EffectStats, effect_statistics, permutation_null
 from interp.dissect.patching import PatchPairs, aligned_pairs, cross_pairs
 from interp.errors import ConfigError
-from analyses.base import Result
-from analyses.subject import Subject
 from tasks import MPSPTask, counterfactual
 
 COUNTERFACTUAL = "counterfactual"
@@ -211,7 +211,8 @@ class SiteEffects(Result):
 
     def figure(self) -> go.Figure:
         """Per site, a heatmap of recovery (layer x position, layer x head, or head x position),
-        and below it every patch's recovery with its bootstrap interval as error bars."""
+        and below it every patch's recovery with its bootstrap interval as error bars.
+        """
         fig = make_subplots(rows=2, cols=len(self.sites), subplot_titles=self.sites, row_heights=[0.6, 0.4])
         ci = self.params.get("ci", 0.95)
         for col, name in enumerate(self.sites, start=1):
@@ -242,7 +243,7 @@ def _heatmap(site: str, axes: list[str], values: Tensor) -> go.Heatmap:
     if len(axes) == 3:  # z_pos: rows L{l}H{h}, columns positions
         layers, n_pos, heads = values.shape
         z = values.permute(0, 2, 1).reshape(layers * heads, n_pos)
-        y = [f"L{l}H{h}" for l in range(layers) for h in range(heads)]
+        y = [f"L{layer}H{h}" for layer in range(layers) for h in range(heads)]
         x, names = list(range(n_pos)), ("layer, head", "position")
     else:
         z, y, x = values, list(range(values.shape[0])), list(range(values.shape[1]))

@@ -17,12 +17,12 @@ from typing import Any
 
 from tqdm import tqdm
 
-from interp.store import checkpoint_dir, checkpoint_name, list_checkpoints
+from analyses.base import RESULT_FILE, Analysis, Result
+from analyses.subject import load_subject
 from interp.config import to_dict
 from interp.errors import CheckpointError, ConfigError
-from analyses.base import RESULT_FILE, Analysis, Result
+from interp.store import checkpoint_dir, checkpoint_name, list_checkpoints
 from interp.store.run_folder import read_metrics
-from analyses.subject import load_subject
 
 ANALYSES_DIR = "analyses"
 
@@ -61,7 +61,12 @@ def result_folder(run_dir: str | Path, analysis: str, step: int) -> Path:
 
 
 def evolve(
-    run_dir: str | Path, analysis: str | Analysis, params: Any = None, *, progress: bool = True, **values: Any,
+    run_dir: str | Path,
+    analysis: str | Analysis,
+    params: Any = None,
+    *,
+    progress: bool = True,
+    **values: Any,
 ) -> Evolution:
     """Compute (or load from cache) `analysis` at every checkpoint of `run_dir`.
 
@@ -102,8 +107,10 @@ def evolve(
 
 def _params(analysis: Analysis, params: Any, values: dict[str, Any]) -> Any:
     if params is not None and values:
-        raise ConfigError(f"give {analysis.name}'s params or its fields as keywords, not both",
-                          f"e.g. evolve(run, {analysis.name!r}, {', '.join(f'{k}=...' for k in values)})")
+        raise ConfigError(
+            f"give {analysis.name}'s params or its fields as keywords, not both",
+            f"e.g. evolve(run, {analysis.name!r}, {', '.join(f'{k}=...' for k in values)})",
+        )
     if params is not None:
         return params
     try:

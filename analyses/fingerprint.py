@@ -18,14 +18,18 @@ import plotly.graph_objects as go
 import torch
 from torch import Tensor
 
-from interp.config import to_dict
-from interp.errors import ConfigError
-from interp.dissect.heads import (
-    attention_to_first, ov_parity_rho, qk_rho_empirical, qk_rho_from_weights, readout_patterns,
-)
 from analyses.base import Analysis, Result, param
-from analyses.subject import Subject
 from analyses.registry import REGISTRY
+from analyses.subject import Subject
+from interp.config import to_dict
+from interp.dissect.heads import (
+    attention_to_first,
+    ov_parity_rho,
+    qk_rho_empirical,
+    qk_rho_from_weights,
+    readout_patterns,
+)
+from interp.errors import ConfigError
 
 MEASURES = {
     "qk_rho_weights": "QK rho (weights)",
@@ -39,7 +43,9 @@ MEASURES = {
 class Params:
     """Parameters of `fingerprint`."""
 
-    split: str = param("adv", "Split whose examples the empirical measures (QK rho, attention to position 0) run on.")
+    split: str = param(
+        "adv", "Split whose examples the empirical measures (QK rho, attention to position 0) run on."
+    )
     modulus: int = param(0, "Label modulus m of the OV parity rho (0: the model's number of output classes).")
     chunk: int = param(4096, "Largest batch run through the model at once.")
 
@@ -88,15 +94,20 @@ class FingerprintResult(Result):
         fig = go.Figure()
         for name, title in MEASURES.items():
             fig.add_bar(
-                x=labels, y=frame[name], name=title,
+                x=labels,
+                y=frame[name],
+                name=title,
                 customdata=frame[["layer", "head"]].to_numpy(),
-                hovertemplate=f"layer %{{customdata[0]}}, head %{{customdata[1]}}<br>{title}: %{{y:.3f}}<extra></extra>",
+                hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<br>"
+                + f"{title}: %{{y:.3f}}<extra></extra>",
             )
         step = "" if self.step is None else f", step {self.step}"
         fig.update_layout(
             barmode="group",
             title=f"Head fingerprints{step} (empirical measures on split '{self.split}', OV parity mod {self.m})",
-            xaxis_title="layer L, head H", yaxis_title="rho / attention weight", yaxis_range=[-1.05, 1.05],
+            xaxis_title="layer L, head H",
+            yaxis_title="rho / attention weight",
+            yaxis_range=[-1.05, 1.05],
         )
         return fig
 
@@ -105,8 +116,10 @@ def _readout(split_tokens: Tensor, name: str) -> int:
     """The split's readout token, which every example must share."""
     last = split_tokens[:, -1].unique()
     if len(last) != 1:
-        raise ConfigError(f"split {name!r} has {len(last)} different readout tokens",
-                          "fingerprint needs one readout token (study A's SEP)")
+        raise ConfigError(
+            f"split {name!r} has {len(last)} different readout tokens",
+            "fingerprint needs one readout token (study A's SEP)",
+        )
     return int(last[0])
 
 
@@ -123,19 +136,30 @@ def compute(subject: Subject, params: Params) -> FingerprintResult:
     patterns = readout_patterns(model, split.tokens, params.chunk)
     m = params.modulus or model.cfg.d_vocab_out
     if not 2 <= m <= model.cfg.d_vocab_out:
-        raise ConfigError(f"modulus={params.modulus} is out of range",
-                          f"valid: 2..{model.cfg.d_vocab_out} (the classes), or 0")
+        raise ConfigError(
+            f"modulus={params.modulus} is out of range",
+            f"valid: 2..{model.cfg.d_vocab_out} (the classes), or 0",
+        )
     ov, shift, ov_pos = ov_parity_rho(model, m, sep, n_pos)
     return FingerprintResult(
-        params=to_dict(params), step=subject.step, split=params.split, m=m,
-        qk_rho_weights=qk_w, qk_rho_weights_pos=qk_w_pos,
-        qk_rho_empirical=qk_rho_empirical(patterns, split.tokens), attn_pos0=attention_to_first(patterns),
-        ov_parity_rho=ov, ov_parity_shift=shift, ov_parity_rho_pos=ov_pos,
+        params=to_dict(params),
+        step=subject.step,
+        split=params.split,
+        m=m,
+        qk_rho_weights=qk_w,
+        qk_rho_weights_pos=qk_w_pos,
+        qk_rho_empirical=qk_rho_empirical(patterns, split.tokens),
+        attn_pos0=attention_to_first(patterns),
+        ov_parity_rho=ov,
+        ov_parity_shift=shift,
+        ov_parity_rho_pos=ov_pos,
     )
 
 
 ANALYSIS = Analysis(
     name="fingerprint",
     summary=REGISTRY["fingerprint"][1],
-    params=Params, compute=compute, result=FingerprintResult,
+    params=Params,
+    compute=compute,
+    result=FingerprintResult,
 )

@@ -20,6 +20,9 @@ import torch
 from plotly.subplots import make_subplots
 from torch import Tensor, nn
 
+from analyses.base import Analysis, Result, param
+from analyses.registry import REGISTRY
+from analyses.subject import Subject
 from interp.config import to_dict
 from interp.dissect.hooks import cache_activations
 from interp.dissect.progress_measures import (
@@ -29,9 +32,6 @@ from interp.dissect.progress_measures import (
     parse_frequencies,
 )
 from interp.errors import ConfigError
-from analyses.base import Analysis, Result, param
-from analyses.subject import Subject
-from analyses.registry import REGISTRY
 
 FREQUENCIES_HELP = (
     "Key frequencies: 'auto' (from the embedding spectrum) or a comma-separated list, e.g. 14,35,41."
@@ -91,7 +91,8 @@ def choose_keys(model: nn.Module, p: int, frequencies: str, ratio: float) -> lis
 
 def neuron_activations(model: nn.Module, tokens: Tensor, layer: int) -> Tensor:
     """Hidden activations at the readout, [batch, neurons]: MLP ``hook_post`` of `layer`, or a
-    quadratic MLP's ``hook_post``."""
+    quadratic MLP's ``hook_post``.
+    """
     if model.cfg.kind == "quadratic_mlp":
         return cache_activations(model, tokens, ["hook_post"])[1]["hook_post"]
     n_layers = model.cfg.n_layers

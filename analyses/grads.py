@@ -18,13 +18,13 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 from torch import Tensor
 
+from analyses.base import Analysis, Result, param
+from analyses.registry import REGISTRY
+from analyses.subject import Subject
 from interp.config import to_dict
+from interp.dissect.group_gradients import gradient_stats, group_gradients
 from interp.errors import ConfigError, did_you_mean
 from interp.metrics import LOSSES
-from interp.dissect.group_gradients import gradient_stats, group_gradients
-from analyses.base import Analysis, Result, param
-from analyses.subject import Subject
-from analyses.registry import REGISTRY
 
 STATS = ("cos", "norm_a", "norm_b", "amp", "amp_weighted", "net_norm", "net_rel")
 
@@ -34,7 +34,11 @@ class Params:
     """Parameters of `grads`."""
 
     split: str = param("train", "Split whose examples are differentiated.")
-    groups: str = param("auto", "Two group masks of the split, 'a,b', or auto: the split's two groups (study A: consistent,opposing; study C: clean,corrupted).")
+    groups: str = param(
+        "auto",
+        "Two group masks of the split, 'a,b', or auto: the split's two groups "
+        "(study A: consistent,opposing; study C: clean,corrupted).",
+    )
     loss: str = param("auto", "Loss: cross_entropy, mse, or auto (the loss the run was trained with).")
     chunk: int = param(8192, "Largest batch differentiated at once.")
 
@@ -79,24 +83,55 @@ class GradsResult(Result):
 
     def figure(self) -> go.Figure:
         """Bars of the cosine and of the group-mean amplification per block, with the
-        stationary-point references (cosine -1, amplification n_a / n_b)."""
+        stationary-point references (cosine -1, amplification n_a / n_b).
+        """
         a, b = self.groups
-        fig = make_subplots(rows=1, cols=2, subplot_titles=(
-            f"gradient conflict cos(g_{a}, g_{b})", f"amplification |g_{b}| / |g_{a}|"))
-        custom = [[n, w, r] for n, w, r in zip(self.net_norm.tolist(), self.amp_weighted.tolist(), self.net_rel.tolist())]
-        hover = (f"block %{{x}}<br>%{{y:.4g}}<br>relative to r/(1-r) = {self.trivial_amp:.4g}: %{{customdata[1]:.4g}}"
-                 "<br>net gradient norm %{customdata[0]:.3g} (relative %{customdata[2]:.3g})<extra></extra>")
-        fig.add_bar(x=self.blocks, y=self.cos.tolist(), name="cosine", customdata=custom, hovertemplate=hover, row=1, col=1)
-        fig.add_bar(x=self.blocks, y=self.amp.tolist(), name="amplification", customdata=custom, hovertemplate=hover,
-                    row=1, col=2)
+        fig = make_subplots(
+            rows=1,
+            cols=2,
+            subplot_titles=(f"gradient conflict cos(g_{a}, g_{b})", f"amplification |g_{b}| / |g_{a}|"),
+        )
+        custom = [
+            [n, w, r]
+            for n, w, r in zip(self.net_norm.tolist(), self.amp_weighted.tolist(), self.net_rel.tolist())
+        ]
+        hover = (
+            f"block %{{x}}<br>%{{y:.4g}}<br>relative to r/(1-r) = {self.trivial_amp:.4g}: %{{customdata[1]:.4g}}"
+            "<br>net gradient norm %{customdata[0]:.3g} (relative %{customdata[2]:.3g})<extra></extra>"
+        )
+        fig.add_bar(
+            x=self.blocks,
+            y=self.cos.tolist(),
+            name="cosine",
+            customdata=custom,
+            hovertemplate=hover,
+            row=1,
+            col=1,
+        )
+        fig.add_bar(
+            x=self.blocks,
+            y=self.amp.tolist(),
+            name="amplification",
+            customdata=custom,
+            hovertemplate=hover,
+            row=1,
+            col=2,
+        )
         fig.add_hline(y=-1, line_dash="dash", annotation_text="stationary point: -1", row=1, col=1)
-        fig.add_hline(y=self.trivial_amp, line_dash="dash", row=1, col=2,
-                      annotation_text=f"stationary point: n_{a}/n_{b} = r/(1-r) = {self.trivial_amp:.3g}")
+        fig.add_hline(
+            y=self.trivial_amp,
+            line_dash="dash",
+            row=1,
+            col=2,
+            annotation_text=f"stationary point: n_{a}/n_{b} = r/(1-r) = {self.trivial_amp:.3g}",
+        )
         step = "" if self.step is None else f", step {self.step}"
         fig.update_layout(
-            title=(f"Per-group gradients on split '{self.split}'{step} ({a}: {self.n_a}, {b}: {self.n_b})"
-                   "<br><sup>dashed: the stationary point identity (cos -1, ratio n_a/n_b = r/(1-r)), "
-                   "true whatever the circuits do; only departures from it carry information</sup>"),
+            title=(
+                f"Per-group gradients on split '{self.split}'{step} ({a}: {self.n_a}, {b}: {self.n_b})"
+                "<br><sup>dashed: the stationary point identity (cos -1, ratio n_a/n_b = r/(1-r)), "
+                "true whatever the circuits do; only departures from it carry information</sup>"
+            ),
             showlegend=False,
         )
         fig.update_xaxes(title_text="block (layer)")
@@ -116,22 +151,37 @@ def _loss(subject: Subject, loss: str) -> str:
 def compute(subject: Subject, params: Params) -> GradsResult:
     """Decompose the gradient of `params.split` into its two groups."""
     split = subject.split(params.split)
-    groups = list(split.groups)[:2] if params.groups == "auto" else [g.strip() for g in params.groups.split(",")]
+    groups = (
+        list(split.groups)[:2] if params.groups == "auto" else [g.strip() for g in params.groups.split(",")]
+    )
     if len(groups) != 2:
-        raise ConfigError(f"groups={params.groups!r} must name two groups, 'a,b'", did_you_mean("", split.groups))
+        raise ConfigError(
+            f"groups={params.groups!r} must name two groups, 'a,b'", did_you_mean("", split.groups)
+        )
     for group in groups:
         if group not in split.groups:
-            raise ConfigError(f"group {group!r} is not a group of split {params.split!r}", did_you_mean(group, split.groups))
+            raise ConfigError(
+                f"group {group!r} is not a group of split {params.split!r}", did_you_mean(group, split.groups)
+            )
     mask_a, mask_b = (split.groups[g] for g in groups)
     if not (mask_a.any() and mask_b.any()):
-        raise ConfigError(f"split {params.split!r} has no {groups[0] if not mask_a.any() else groups[1]!r} examples",
-                          "choose a split holding both groups (study A: train)")
+        raise ConfigError(
+            f"split {params.split!r} has no {groups[0] if not mask_a.any() else groups[1]!r} examples",
+            "choose a split holding both groups (study A: train)",
+        )
     loss = _loss(subject, params.loss)
     grads = group_gradients(subject.model, split.tokens, split.labels, mask_a, mask_b, loss, params.chunk)
     stats = gradient_stats(grads)
     return GradsResult(
-        params=to_dict(params), step=subject.step, split=params.split, groups=groups, loss=loss,
-        n_a=grads.n_a, n_b=grads.n_b, blocks=list(stats.blocks), trivial_amp=stats.trivial_amp,
+        params=to_dict(params),
+        step=subject.step,
+        split=params.split,
+        groups=groups,
+        loss=loss,
+        n_a=grads.n_a,
+        n_b=grads.n_b,
+        blocks=list(stats.blocks),
+        trivial_amp=stats.trivial_amp,
         **{name: getattr(stats, name) for name in STATS},
     )
 
@@ -139,5 +189,8 @@ def compute(subject: Subject, params: Params) -> GradsResult:
 ANALYSIS = Analysis(
     name="grads",
     summary=REGISTRY["grads"][1],
-    params=Params, compute=compute, result=GradsResult, models=("transformer", "quadratic_mlp"),
+    params=Params,
+    compute=compute,
+    result=GradsResult,
+    models=("transformer", "quadratic_mlp"),
 )

@@ -19,12 +19,12 @@ import plotly.graph_objects as go
 import torch
 from torch import Tensor
 
-from interp.config import to_dict
-from interp.errors import ConfigError
-from interp.dissect.fourier import fourier_amplitudes, ipr, neuron_ipr
 from analyses.base import Analysis, Result, param
-from analyses.subject import Subject
 from analyses.registry import REGISTRY
+from analyses.subject import Subject
+from interp.config import to_dict
+from interp.dissect.fourier import fourier_amplitudes, ipr, neuron_ipr
+from interp.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -63,24 +63,43 @@ class IPRResult(Result):
 
     def to_frame(self) -> pd.DataFrame:
         """One row per neuron."""
-        return pd.DataFrame({
-            "neuron": range(len(self.ipr)), "ipr": self.ipr.tolist(), "ipr_left": self.ipr_left.tolist(),
-            "ipr_right": self.ipr_right.tolist(), "ipr_out": self.ipr_out.tolist(),
-            "frequency": self.frequency.tolist(), "norm": self.norm.tolist(),
-        })
+        return pd.DataFrame(
+            {
+                "neuron": range(len(self.ipr)),
+                "ipr": self.ipr.tolist(),
+                "ipr_left": self.ipr_left.tolist(),
+                "ipr_right": self.ipr_right.tolist(),
+                "ipr_out": self.ipr_out.tolist(),
+                "frequency": self.frequency.tolist(),
+                "norm": self.norm.tolist(),
+            }
+        )
 
     def figure(self) -> go.Figure:
         """Histogram of the per-neuron IPR (joint, left, right)."""
         fig = go.Figure()
-        for name, values in (("joint (both operands)", self.ipr), ("left operand", self.ipr_left),
-                             ("right operand", self.ipr_right)):
-            fig.add_histogram(x=values.tolist(), name=name, xbins={"start": 0, "end": 1, "size": 1 / self.bins},
-                              opacity=0.6, hovertemplate=f"{name}<br>IPR %{{x}}<br>%{{y}} neurons<extra></extra>")
+        for name, values in (
+            ("joint (both operands)", self.ipr),
+            ("left operand", self.ipr_left),
+            ("right operand", self.ipr_right),
+        ):
+            fig.add_histogram(
+                x=values.tolist(),
+                name=name,
+                xbins={"start": 0, "end": 1, "size": 1 / self.bins},
+                opacity=0.6,
+                hovertemplate=f"{name}<br>IPR %{{x}}<br>%{{y}} neurons<extra></extra>",
+            )
         step = "" if self.step is None else f", step {self.step}"
         flat = 1 / (self.n_values // 2)
         fig.add_vline(x=flat, line_dash="dot", annotation_text=f"flat spectrum 1/{self.n_values // 2}")
-        fig.update_layout(barmode="overlay", title=f"Per-neuron Fourier IPR over Z_{self.n_values}{step}",
-                          xaxis_title="IPR (1 = one frequency)", yaxis_title="neurons", xaxis_range=[0, 1])
+        fig.update_layout(
+            barmode="overlay",
+            title=f"Per-neuron Fourier IPR over Z_{self.n_values}{step}",
+            xaxis_title="IPR (1 = one frequency)",
+            yaxis_title="neurons",
+            xaxis_range=[0, 1],
+        )
         return fig
 
 
@@ -109,9 +128,15 @@ def compute(subject: Subject, params: Params) -> IPRResult:
     values = neuron_ipr([left, right], drop_dc=params.drop_dc, fold=params.fold)
     out_ipr = ipr(fourier_amplitudes(out.T, drop_dc=params.drop_dc, fold=params.fold))
     return IPRResult(
-        params=to_dict(params), step=subject.step, n_values=p, bins=params.bins,
-        ipr=values["joint"].float(), ipr_left=values["each"][0].float(), ipr_right=values["each"][1].float(),
-        ipr_out=out_ipr.float(), frequency=values["frequency"].long(),
+        params=to_dict(params),
+        step=subject.step,
+        n_values=p,
+        bins=params.bins,
+        ipr=values["joint"].float(),
+        ipr_left=values["each"][0].float(),
+        ipr_right=values["each"][1].float(),
+        ipr_out=out_ipr.float(),
+        frequency=values["frequency"].long(),
         norm=torch.cat([left, right]).norm(dim=0).float(),
     )
 
@@ -119,5 +144,8 @@ def compute(subject: Subject, params: Params) -> IPRResult:
 ANALYSIS = Analysis(
     name="ipr",
     summary=REGISTRY["ipr"][1],
-    params=Params, compute=compute, result=IPRResult, models=("quadratic_mlp",),
+    params=Params,
+    compute=compute,
+    result=IPRResult,
+    models=("quadratic_mlp",),
 )

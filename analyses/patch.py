@@ -26,8 +26,6 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
-from interp.config import to_dict
-from interp.dissect.patching import PatchSweep, parse_sites, patch_sweep
 from analyses.base import Analysis, param
 from analyses.effects import (
     CI_HELP,
@@ -43,8 +41,10 @@ from analyses.effects import (
     effect_stats,
     pairs_for,
 )
-from analyses.subject import Subject
 from analyses.registry import REGISTRY
+from analyses.subject import Subject
+from interp.config import to_dict
+from interp.dissect.patching import PatchSweep, parse_sites, patch_sweep
 
 __all__ = ["ANALYSIS", "Params", "PatchResult", "compute", "pairs_for"]
 

@@ -17,8 +17,6 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 from torch import Tensor
 
-from interp.config import to_dict
-from interp.dissect.path_patching import path_patch
 from analyses.base import Analysis, Result, param
 from analyses.effects import (
     CI_HELP,
@@ -33,8 +31,10 @@ from analyses.effects import (
     effect_stats,
     pairs_for,
 )
-from analyses.subject import Subject
 from analyses.registry import REGISTRY
+from analyses.subject import Subject
+from interp.config import to_dict
+from interp.dissect.path_patching import path_patch
 
 DEFINITION = """\
 For a sender head S and a receiver R (the query, key or value input of a head in a later layer,

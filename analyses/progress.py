@@ -19,14 +19,14 @@ import plotly.graph_objects as go
 import torch
 from torch import Tensor
 
+from analyses.base import Analysis, Result, param
+from analyses.fourier import FREQUENCIES_HELP, RATIO_HELP, REFERENCE, choose_keys, grid_tokens, modulus
+from analyses.registry import REGISTRY
+from analyses.subject import Subject
 from interp.config import to_dict
 from interp.dissect.progress_measures import excluded_logits, restricted_logits
 from interp.errors import ConfigError
 from interp.metrics import per_example_loss
-from analyses.base import Analysis, Result, param
-from analyses.fourier import FREQUENCIES_HELP, RATIO_HELP, REFERENCE, choose_keys, grid_tokens, modulus
-from analyses.subject import Subject
-from analyses.registry import REGISTRY
 
 DEFINITION = """\
 The model's logits on all p x p inputs (x, y) are, for each output class c, a function over the

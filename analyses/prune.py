@@ -19,15 +19,15 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 
+from analyses.base import Analysis, Result, param
 from analyses.ipr import input_weights
+from analyses.registry import REGISTRY
+from analyses.subject import Subject
 from interp.config import to_dict
-from interp.splits import Split
-from interp.errors import ConfigError, did_you_mean
 from interp.dissect.fourier import neuron_ipr
 from interp.dissect.pruning import prune_curve
-from analyses.base import Analysis, Result, param
-from analyses.subject import Subject
-from analyses.registry import REGISTRY
+from interp.errors import ConfigError, did_you_mean
+from interp.splits import Split
 
 ORDERS = ("ipr", "ipr_descending", "random")
 # Curves drawn by the figure: metric key -> legend label.
@@ -81,13 +81,24 @@ class PruneResult(Result):
         fig = go.Figure()
         for key, label in CURVES.items():
             if key in frame:
-                fig.add_scatter(x=frame["fraction"], y=frame[key], name=label, mode="lines+markers",
-                                customdata=frame["removed"],
-                                hovertemplate=f"{label}<br>%{{customdata}} neurons removed<br>acc %{{y:.3f}}<extra></extra>")
+                fig.add_scatter(
+                    x=frame["fraction"],
+                    y=frame[key],
+                    name=label,
+                    mode="lines+markers",
+                    customdata=frame["removed"],
+                    hovertemplate=f"{label}<br>%{{customdata}} neurons removed<br>acc %{{y:.3f}}<extra></extra>",
+                )
         step = "" if self.step is None else f", step {self.step}"
-        how = {"ipr": "lowest IPR first", "ipr_descending": "highest IPR first", "random": "random order"}[self.order]
-        fig.update_layout(title=f"Pruning hidden neurons, {how}{step}", xaxis_title="fraction of hidden neurons removed",
-                          yaxis_title="accuracy", yaxis_range=[-0.02, 1.02])
+        how = {"ipr": "lowest IPR first", "ipr_descending": "highest IPR first", "random": "random order"}[
+            self.order
+        ]
+        fig.update_layout(
+            title=f"Pruning hidden neurons, {how}{step}",
+            xaxis_title="fraction of hidden neurons removed",
+            yaxis_title="accuracy",
+            yaxis_range=[-0.02, 1.02],
+        )
         return fig
 
 
@@ -103,7 +114,9 @@ def removal_order(subject: Subject, params: Params) -> torch.Tensor:
 def compute(subject: Subject, params: Params) -> PruneResult:
     """Prune `subject.model` (a quadratic MLP) neuron by neuron and evaluate every split."""
     if params.order not in ORDERS:
-        raise ConfigError(f"order={params.order!r} is not a removal order", did_you_mean(params.order, ORDERS))
+        raise ConfigError(
+            f"order={params.order!r} is not a removal order", did_you_mean(params.order, ORDERS)
+        )
     if params.points < 2:
         raise ConfigError(f"points={params.points} must be at least 2 (0 and all neurons removed)")
     order = removal_order(subject, params)
@@ -113,12 +126,22 @@ def compute(subject: Subject, params: Params) -> PruneResult:
         splits["train_true"] = Split("train_true", train.tokens, train.extras["true_labels"], train.groups)
     fractions = [i / (params.points - 1) for i in range(params.points)]
     removed, records = prune_curve(subject.model, order, splits, fractions=fractions, loss=subject.loss)
-    return PruneResult(params=to_dict(params), step=subject.step, order=params.order, d_hidden=len(order),
-                       removed=removed, neuron_order=order.tolist(), records=records)
+    return PruneResult(
+        params=to_dict(params),
+        step=subject.step,
+        order=params.order,
+        d_hidden=len(order),
+        removed=removed,
+        neuron_order=order.tolist(),
+        records=records,
+    )
 
 
 ANALYSIS = Analysis(
     name="prune",
     summary=REGISTRY["prune"][1],
-    params=Params, compute=compute, result=PruneResult, models=("quadratic_mlp",),
+    params=Params,
+    compute=compute,
+    result=PruneResult,
+    models=("quadratic_mlp",),
 )

@@ -14,12 +14,12 @@ from typing import ClassVar
 import pandas as pd
 import plotly.graph_objects as go
 
-from interp.config import to_dict
-from interp.errors import ConfigError
 from analyses.base import Analysis, Result, param
-from analyses.subject import Subject
-from interp.dissect.weights import transformer_ranks
 from analyses.registry import REGISTRY
+from analyses.subject import Subject
+from interp.config import to_dict
+from interp.dissect.weights import transformer_ranks
+from interp.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -50,38 +50,63 @@ class RankResult(Result):
 
     def to_frame(self) -> pd.DataFrame:
         """One row per matrix."""
-        return pd.DataFrame({"matrix": self.matrix, "layer": self.layer, "head": self.head,
-                             "effective_rank": self.effective_rank, "max_rank": self.max_rank})
+        return pd.DataFrame(
+            {
+                "matrix": self.matrix,
+                "layer": self.layer,
+                "head": self.head,
+                "effective_rank": self.effective_rank,
+                "max_rank": self.max_rank,
+            }
+        )
 
     def figure(self) -> go.Figure:
         """Bars of effective rank per matrix (x: L<layer>H<head> name; 'all' = concatenated)."""
         frame = self.to_frame()
-        labels = [f"{r.matrix} L{r.layer}" + ("" if r.head < 0 else f"H{r.head}") if r.layer >= 0 else r.matrix
-                  for r in frame.itertuples()]
-        fig = go.Figure(go.Bar(
-            x=labels, y=frame["effective_rank"], customdata=frame[["layer", "head", "max_rank"]].to_numpy(),
-            hovertemplate="%{x}<br>layer %{customdata[0]}, head %{customdata[1]} (-1: all)"
-                          "<br>effective rank %{y:.2f} of max %{customdata[2]}<extra></extra>",
-        ))
+        labels = [
+            f"{r.matrix} L{r.layer}" + ("" if r.head < 0 else f"H{r.head}") if r.layer >= 0 else r.matrix
+            for r in frame.itertuples()
+        ]
+        fig = go.Figure(
+            go.Bar(
+                x=labels,
+                y=frame["effective_rank"],
+                customdata=frame[["layer", "head", "max_rank"]].to_numpy(),
+                hovertemplate="%{x}<br>layer %{customdata[0]}, head %{customdata[1]} (-1: all)"
+                "<br>effective rank %{y:.2f} of max %{customdata[2]}<extra></extra>",
+            )
+        )
         step = "" if self.step is None else f", step {self.step}"
-        fig.update_layout(title=f"Effective rank (Roy-Vetterli){step}", xaxis_title="matrix, layer L, head H",
-                          yaxis_title="effective rank")
+        fig.update_layout(
+            title=f"Effective rank (Roy-Vetterli){step}",
+            xaxis_title="matrix, layer L, head H",
+            yaxis_title="effective rank",
+        )
         return fig
 
 
 def compute(subject: Subject, params: Params) -> RankResult:
     """Effective ranks of `subject.model` (a transformer)."""
     if not hasattr(subject.model, "blocks"):
-        raise ConfigError(f"rank needs a transformer with attention heads, not {type(subject.model).__name__}")
+        raise ConfigError(
+            f"rank needs a transformer with attention heads, not {type(subject.model).__name__}"
+        )
     rows = [r for r in transformer_ranks(subject.model) if params.per_head or r.head < 0]
     return RankResult(
-        params=to_dict(params), step=subject.step, matrix=[r.matrix for r in rows], layer=[r.layer for r in rows],
-        head=[r.head for r in rows], effective_rank=[r.effective_rank for r in rows], max_rank=[r.max_rank for r in rows],
+        params=to_dict(params),
+        step=subject.step,
+        matrix=[r.matrix for r in rows],
+        layer=[r.layer for r in rows],
+        head=[r.head for r in rows],
+        effective_rank=[r.effective_rank for r in rows],
+        max_rank=[r.max_rank for r in rows],
     )
 
 
 ANALYSIS = Analysis(
     name="rank",
     summary=REGISTRY["rank"][1],
-    params=Params, compute=compute, result=RankResult,
+    params=Params,
+    compute=compute,
+    result=RankResult,
 )

@@ -9,7 +9,10 @@ CLI subcommands, docs pages and integration tests are all generated from this di
 from __future__ import annotations
 
 REGISTRY: dict[str, tuple[str, str]] = {
-    "patch": ("analyses.patch", "Activation patching between splits: how much each site restores the source behaviour."),
+    "patch": (
+        "analyses.patch",
+        "Activation patching between splits: how much each site restores the source behaviour.",
+    ),
     "path-patch": (
         "analyses.path_patch",
         "Path patching: each head's effect on each later head's query, key or value, and on the logits.",
@@ -23,11 +26,26 @@ REGISTRY: dict[str, tuple[str, str]] = {
         "Direct logit attribution: each head, MLP (or neuron) and embedding's direct share of the label "
         "logit difference.",
     ),
-    "ablate": ("analyses.ablate", "Zero- and mean-ablate every head and MLP: change in accuracy and loss per split."),
-    "fingerprint": ("analyses.fingerprint", "Per-head circuit fingerprints: QK magnitude sorting, attention to position 0, OV parity."),
-    "grads": ("analyses.grads", "Per-group gradient decomposition: conflict (cosine) and amplification per block."),
-    "rank": ("analyses.rank", "Effective rank (Roy-Vetterli) of every attention and MLP weight matrix, per head and per layer."),
-    "drift": ("analyses.drift", "Cosine between the parameters and a reference checkpoint's, in total and per tensor."),
+    "ablate": (
+        "analyses.ablate",
+        "Zero- and mean-ablate every head and MLP: change in accuracy and loss per split.",
+    ),
+    "fingerprint": (
+        "analyses.fingerprint",
+        "Per-head circuit fingerprints: QK magnitude sorting, attention to position 0, OV parity.",
+    ),
+    "grads": (
+        "analyses.grads",
+        "Per-group gradient decomposition: conflict (cosine) and amplification per block.",
+    ),
+    "rank": (
+        "analyses.rank",
+        "Effective rank (Roy-Vetterli) of every attention and MLP weight matrix, per head and per layer.",
+    ),
+    "drift": (
+        "analyses.drift",
+        "Cosine between the parameters and a reference checkpoint's, in total and per tensor.",
+    ),
     "fourier": (
         "analyses.fourier",
         "Fourier structure of modular addition: embedding spectrum, key frequencies, each neuron's "
@@ -37,6 +55,12 @@ REGISTRY: dict[str, tuple[str, str]] = {
         "analyses.progress",
         "Progress measures of modular addition: restricted and excluded loss at the key frequencies.",
     ),
-    "ipr": ("analyses.ipr", "Per-neuron Fourier inverse participation ratio of a quadratic MLP (high = periodic, generalising)."),
-    "prune": ("analyses.prune", "Remove a quadratic MLP's hidden neurons lowest-IPR first: clean, corrupted and test accuracy."),
+    "ipr": (
+        "analyses.ipr",
+        "Per-neuron Fourier inverse participation ratio of a quadratic MLP (high = periodic, generalising).",
+    ),
+    "prune": (
+        "analyses.prune",
+        "Remove a quadratic MLP's hidden neurons lowest-IPR first: clean, corrupted and test accuracy.",
+    ),
 }

@@ -9,17 +9,15 @@ say which checkpoint it measured. Build one from a run or checkpoint folder with
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 
 from torch import nn
 
+from interp.errors import CheckpointError, ConfigError, did_you_mean
+from interp.splits import Split, Task, split_digests
 from models import load_model
 from tasks import task_from_dict
-
-from interp.splits import Split, Task
-from interp.errors import CheckpointError, ConfigError, did_you_mean
-from interp.splits import split_digests
 
 
 @dataclass(frozen=True)
@@ -70,6 +68,10 @@ def load_subject(path: str | Path) -> Subject:
             "the task code changed since the run; analyse it with the interp version in its config.json",
         )
     return Subject(
-        model=model, task=task, splits=splits, step=ckpt.step, source=str(ckpt.path),
+        model=model,
+        task=task,
+        splits=splits,
+        step=ckpt.step,
+        source=str(ckpt.path),
         loss=ckpt.config["train"].get("loss", "cross_entropy"),
     )

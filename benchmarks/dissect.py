@@ -78,15 +78,20 @@ def _attribution(model, pairs, args) -> None:
     )
     n_patches = sum(e.logit_diff.numel() for e in actual.effects.values())
     print(f"every site ({len(sites)} sites, {n_patches} patches), {len(pairs)} pairs:")
-    print(f"interp.dissect.attribution.attribution_sweep  median {t_attr:.3f} s over {args.repeats} "
-          "(target < 0.2 s)")
+    print(
+        f"interp.dissect.attribution.attribution_sweep  median {t_attr:.3f} s over {args.repeats} "
+        "(target < 0.2 s)"
+    )
     print(f"interp.dissect.patching.patch_sweep           median {t_act:.3f} s over {args.act_repeats}")
     print(f"attribution speed-up over activation patching {t_act / t_attr:.1f}x")
     flat = {s: [x.effects[s].logit_diff.flatten() for x in (estimate, actual)] for s in sites}
     rs = {s: pearson(*flat[s]).item() for s in sites}
     everything = [torch.cat([flat[s][i] for s in sites]) for i in (0, 1)]
-    print("Pearson r (attribution vs activation patching, over each site's patches): "
-          + ", ".join(f"{s} {r:.3f}" for s, r in rs.items()) + f"; all {pearson(*everything).item():.3f}")
+    print(
+        "Pearson r (attribution vs activation patching, over each site's patches): "
+        + ", ".join(f"{s} {r:.3f}" for s, r in rs.items())
+        + f"; all {pearson(*everything).item():.3f}"
+    )
 
 
 def _model_and_splits(args):
@@ -104,6 +109,7 @@ def _model_and_splits(args):
 
 
 def main() -> None:
+    """Parse the options, time every variant, print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
@@ -145,10 +151,14 @@ def main() -> None:
     if not args.skip_tl:
         t_ours, sweep = _median_time(ours, args.repeats)
         t_tl, (resid, z) = _median_time(theirs, args.tl_repeats)
-        diff = max((sweep.effects["resid_pre"].logit_diff - resid).abs().max().item(),
-                   (sweep.effects["z"].logit_diff - z).abs().max().item())
-        print(f"resid_pre and z, {resid.numel() + z.numel()} patches "
-              f"(resid_pre {tuple(resid.shape)}, z {tuple(z.shape)}):")
+        diff = max(
+            (sweep.effects["resid_pre"].logit_diff - resid).abs().max().item(),
+            (sweep.effects["z"].logit_diff - z).abs().max().item(),
+        )
+        print(
+            f"resid_pre and z, {resid.numel() + z.numel()} patches "
+            f"(resid_pre {tuple(resid.shape)}, z {tuple(z.shape)}):"
+        )
         print(f"interp.dissect.patching.patch_sweep   median {t_ours:.3f} s over {args.repeats}")
         print(f"transformer_lens.patching     median {t_tl:.3f} s over {args.tl_repeats}")
         print(f"speed-up {t_tl / t_ours:.1f}x; max |difference| of the logit differences {diff:.2e}")

@@ -56,6 +56,7 @@ def median_seconds(step: Callable[[], None], device: str, repeats: int) -> float
 
 
 def main() -> None:
+    """Parse the options, time the three variants, print seconds per 1,000 epochs and ratios."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--preset", default="mpsp-2l2h")
     parser.add_argument("--seeds", type=int, default=32)
@@ -79,8 +80,9 @@ def main() -> None:
         for seed in range(args.seeds):
             seeded = TrainConfig(**{**config.__dict__, "seed": seed})
             model = build_model(cfg, seed=seed)
-            run = stack.enter_context(open_run(Path(tmp) / f"seed_{seed}", run_config(model, task, seeded),
-                                               split_digests(splits)))
+            run = stack.enter_context(
+                open_run(Path(tmp) / f"seed_{seed}", run_config(model, task, seeded), split_digests(splits))
+            )
             loops.append(TrainLoop(run, model.to(args.device), splits, seeded, args.device))
         stacked = StackedSeeds(loops)
         train = loops[0].splits["train"]
@@ -93,11 +95,14 @@ def main() -> None:
             opt.step()
 
         n = args.seeds
-        print(f"torch {torch.__version__}, device {args.device}, {args.threads} threads, preset {args.preset}, "
-              f"{n} seeds, batch {len(train)}{', bf16' if args.bf16 else ''}, median of {args.repeats} epochs")
+        print(
+            f"torch {torch.__version__}, device {args.device}, {args.threads} threads, preset {args.preset}, "
+            f"{n} seeds, batch {len(train)}{', bf16' if args.bf16 else ''}, median of {args.repeats} epochs"
+        )
         results = {
             "(a) HookedTransformer, seeds one by one": n * median_seconds(tl_step, args.device, args.repeats),
-            "(b) interp engine, seeds one by one": n * median_seconds(loops[0].epoch, args.device, args.repeats),
+            "(b) interp engine, seeds one by one": n
+            * median_seconds(loops[0].epoch, args.device, args.repeats),
             "(c) interp engine, seeds vectorised": median_seconds(stacked.epoch, args.device, args.repeats),
         }
     base = results["(a) HookedTransformer, seeds one by one"]

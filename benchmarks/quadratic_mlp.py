@@ -47,15 +47,22 @@ class OneHotQuadraticMLP(nn.Module):
         self.W_out = nn.Parameter(ours.W_U.detach().clone())
 
     def one_hot(self, tokens: Tensor) -> Tensor:
-        return torch.cat([F.one_hot(tokens[:, 0], self.d_vocab), F.one_hot(tokens[:, 1], self.d_vocab)], dim=1).float()
+        """The two operands as concatenated one-hots, [batch, 2 p]."""
+        return torch.cat(
+            [F.one_hot(tokens[:, 0], self.d_vocab), F.one_hot(tokens[:, 1], self.d_vocab)], dim=1
+        ).float()
 
     def forward(self, x: Tensor) -> Tensor:
+        """Logits [batch, p] of the one-hot formulation."""
         return (x @ self.W_in).square() @ self.W_out
 
 
-def timed_steps(steps_by_name: dict[str, Callable[[], None]], rounds: int, warmup: int = 3) -> dict[str, float]:
+def timed_steps(
+    steps_by_name: dict[str, Callable[[], None]], rounds: int, warmup: int = 3
+) -> dict[str, float]:
     """Median seconds per call of each step, the variants interleaved round by round so that
-    they all see the same background load."""
+    they all see the same background load.
+    """
     for step in steps_by_name.values():
         for _ in range(warmup):
             step()
@@ -69,6 +76,7 @@ def timed_steps(steps_by_name: dict[str, Callable[[], None]], rounds: int, warmu
 
 
 def make_step(model: nn.Module, forward: Callable[[], Tensor], target: Tensor) -> Callable[[], None]:
+    """One full-batch AdamW step of `model` on `forward`'s output against `target` (MSE)."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, betas=(0.9, 0.98), weight_decay=1.0)
 
     def step() -> None:
@@ -81,8 +89,11 @@ def make_step(model: nn.Module, forward: Callable[[], Tensor], target: Tensor) -
 
 
 def main() -> None:
+    """Parse the options, time both implementations, print ms per step and the ratio."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (study C sweeps run one per core).")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads (study C sweeps run one per core)."
+    )
     parser.add_argument("--steps", type=int, default=30, help="Timed steps per variant.")
     parser.add_argument("--xi", type=float, default=0.35, help="Label noise of the training labels.")
     args = parser.parse_args()
@@ -98,13 +109,19 @@ def main() -> None:
         diff = (ours.fast_readout(tokens) - onehot(x)).abs().max().item()
 
     variants = {
-        "(a) ours: fast_readout (embedding lookups)": make_step(ours, lambda: ours.fast_readout(tokens), target),
+        "(a) ours: fast_readout (embedding lookups)": make_step(
+            ours, lambda: ours.fast_readout(tokens), target
+        ),
         "(b) one-hot matmul, one-hots built once": make_step(onehot, lambda: onehot(x), target),
     }
     onehot_c = OneHotQuadraticMLP(build_model(preset_config("quadratic-mlp", task), seed=0))
-    variants["(c) one-hot matmul, one-hots built every step"] = make_step(onehot_c, lambda: onehot_c(onehot_c.one_hot(tokens)), target)
+    variants["(c) one-hot matmul, one-hots built every step"] = make_step(
+        onehot_c, lambda: onehot_c(onehot_c.one_hot(tokens)), target
+    )
 
-    print(f"quadratic MLP p={task.p}, N={ours.cfg.d_hidden}, batch {len(tokens)} (full batch), threads {args.threads}")
+    print(
+        f"quadratic MLP p={task.p}, N={ours.cfg.d_hidden}, batch {len(tokens)} (full batch), threads {args.threads}"
+    )
     print(f"max |logits(a) - logits(b)| at init: {diff:.2e}")
     times = timed_steps(variants, args.steps)
     base = times["(a) ours: fast_readout (embedding lookups)"]

@@ -82,8 +82,16 @@ def matmul_peak(dtype: torch.dtype, n: int = 2048, repeats: int = 8) -> float:
     return 2 * n**3 / min(times)
 
 
-def time_steps(readout: Callable[[torch.Tensor], torch.Tensor], params, tokens, labels, *,
-               autocast: bool, warmup: int, repeats: int) -> float:
+def time_steps(
+    readout: Callable[[torch.Tensor], torch.Tensor],
+    params,
+    tokens,
+    labels,
+    *,
+    autocast: bool,
+    warmup: int,
+    repeats: int,
+) -> float:
     """Median seconds of one training step."""
     opt = torch.optim.AdamW(params, lr=1e-3, betas=(0.9, 0.98), weight_decay=0.1)
 
@@ -105,6 +113,7 @@ def time_steps(readout: Callable[[torch.Tensor], torch.Tensor], params, tokens, 
 
 
 def main() -> None:
+    """Parse the options, time every variant against HookedTransformer, print the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="3 repeats after 1 warm-up (default 10 after 3)")
     parser.add_argument("--presets", nargs="+", default=["mpsp-1l1h", "mpsp-2l2h"])
@@ -121,8 +130,10 @@ def main() -> None:
     from models.convert import to_transformer_lens_config
 
     peak32, peak16 = matmul_peak(torch.float32), matmul_peak(torch.bfloat16)
-    print(f"torch {torch.__version__}, {args.threads} threads, batch {args.batch}, "
-          f"median of {repeats} steps after {warmup} warm-up")
+    print(
+        f"torch {torch.__version__}, {args.threads} threads, batch {args.batch}, "
+        f"median of {repeats} steps after {warmup} warm-up"
+    )
     print(f"matmul peak (2048^3): fp32 {peak32 / 1e9:.0f} GFLOP/s, bf16 {peak16 / 1e9:.0f} GFLOP/s")
     task = _task()
     gen = torch.Generator().manual_seed(0)
@@ -145,8 +156,18 @@ def main() -> None:
             variants: list[tuple[str, Callable, list, bool]] = [
                 ("(a) HookedTransformer [:, -1]", lambda t, m=tl: m(t)[:, -1], list(tl.parameters()), False),
                 ("(b) ours, hooked forward", lambda t, m=ours: m(t)[:, -1], list(ours.parameters()), False),
-                ("(c) fast_readout fp32", lambda t, m=ours: fast_readout(m, t), list(ours.parameters()), False),
-                ("(d) fast_readout bf16", lambda t, m=ours: fast_readout(m, t), list(ours.parameters()), True),
+                (
+                    "(c) fast_readout fp32",
+                    lambda t, m=ours: fast_readout(m, t),
+                    list(ours.parameters()),
+                    False,
+                ),
+                (
+                    "(d) fast_readout bf16",
+                    lambda t, m=ours: fast_readout(m, t),
+                    list(ours.parameters()),
+                    True,
+                ),
             ]
             if not args.no_compile:
                 if name not in compiled:
@@ -161,21 +182,30 @@ def main() -> None:
                     t0 = time.perf_counter()
                     time_steps(readout, params, tokens, labels, autocast=autocast, warmup=1, repeats=0)
                     print(f"  {name} {label}: compile + first step {time.perf_counter() - t0:.1f} s")
-                sec = time_steps(readout, params, tokens, labels, autocast=autocast, warmup=warmup, repeats=repeats)
+                sec = time_steps(
+                    readout, params, tokens, labels, autocast=autocast, warmup=warmup, repeats=repeats
+                )
                 base = base or sec
                 peak = peak16 if autocast else peak32
                 rows.append((allocator, name, label, sec, base / sec, flops / sec / 1e9))
-                print(f"  {allocator:17s} {name:10s} {label:30s} {sec:7.3f} s  x{base / sec:5.2f}  "
-                      f"{flops / sec / 1e9:6.1f} model GFLOP/s ({100 * flops / sec / peak:.0f}% of peak)",
-                      flush=True)
+                print(
+                    f"  {allocator:17s} {name:10s} {label:30s} {sec:7.3f} s  x{base / sec:5.2f}  "
+                    f"{flops / sec / 1e9:6.1f} model GFLOP/s ({100 * flops / sec / peak:.0f}% of peak)",
+                    flush=True,
+                )
 
     print()
-    print("| allocator | preset | variant | s / step | vs HookedTransformer | model GFLOP/s | model rate / matmul peak (>100%: work skipped) |")
+    print(
+        "| allocator | preset | variant | s / step | vs HookedTransformer | model GFLOP/s "
+        "| model rate / matmul peak (>100%: work skipped) |"
+    )
     print("|---|---|---|---|---|---|---|")
     for allocator, name, label, sec, ratio, gflops in rows:
         peak = peak16 if "bf16" in label else peak32
-        print(f"| {allocator} | {name} | {label} | {sec:.3f} | {ratio:.2f}x | {gflops:.1f} | "
-              f"{100 * gflops * 1e9 / peak:.0f}% ({'bf16' if 'bf16' in label else 'fp32'}) |")
+        print(
+            f"| {allocator} | {name} | {label} | {sec:.3f} | {ratio:.2f}x | {gflops:.1f} | "
+            f"{100 * gflops * 1e9 / peak:.0f}% ({'bf16' if 'bf16' in label else 'fp32'}) |"
+        )
 
 
 if __name__ == "__main__":

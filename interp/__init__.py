@@ -15,10 +15,20 @@ __version__ = "0.1.0"
 
 _SUBPACKAGES = ("interp.store", "interp.training", "interp.dissect", "interp.wlmd", "interp.sweep")
 _OWN = {
-    "Split": "interp.splits", "Task": "interp.splits", "split_digests": "interp.splits",
-    "evaluate": "interp.metrics", "milestones": "interp.metrics", "per_example_loss": "interp.metrics",
-    "format_table": "interp.text", "splits_table": "interp.text", "model_summary": "interp.text", "InterpError": "interp.errors", "ConfigError": "interp.errors",
-    "CheckpointError": "interp.errors", "from_dict": "interp.config", "to_dict": "interp.config",
+    "Split": "interp.splits",
+    "Task": "interp.splits",
+    "split_digests": "interp.splits",
+    "evaluate": "interp.metrics",
+    "milestones": "interp.metrics",
+    "per_example_loss": "interp.metrics",
+    "format_table": "interp.text",
+    "splits_table": "interp.text",
+    "model_summary": "interp.text",
+    "InterpError": "interp.errors",
+    "ConfigError": "interp.errors",
+    "CheckpointError": "interp.errors",
+    "from_dict": "interp.config",
+    "to_dict": "interp.config",
     "param": "interp.config",
 }
 

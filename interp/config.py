@@ -53,7 +53,13 @@ def check_int(owner: str, name: str, value: Any, minimum: int) -> None:
 
 
 def check_real(
-    owner: str, name: str, value: Any, low: float, high: float, *, high_open: bool = False,
+    owner: str,
+    name: str,
+    value: Any,
+    low: float,
+    high: float,
+    *,
+    high_open: bool = False,
     low_open: bool = False,
 ) -> None:
     """Require a real number (not a bool) in the interval from `low` to `high`."""
@@ -69,7 +75,9 @@ def check_choice(owner: str, name: str, value: Any, choices: Iterable[Any]) -> N
     """Require one of `choices` (strings, or None where "none" is a choice), suggesting the closest."""
     choices = list(choices)
     if isinstance(value, (list, dict, set)) or value not in choices:
-        raise ConfigError(f"{owner}.{name} = {value!r} is not valid", did_you_mean(str(value), map(str, choices)))
+        raise ConfigError(
+            f"{owner}.{name} = {value!r} is not valid", did_you_mean(str(value), map(str, choices))
+        )
 
 
 def check_bool(owner: str, name: str, value: Any) -> None:

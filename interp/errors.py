@@ -67,7 +67,9 @@ class TrainingInterrupted(Exception):
         import signal
 
         self.signum, self.step, self.run_dir = signum, step, run_dir
-        super().__init__(f"stopped by {signal.Signals(signum).name} at epoch {step}; checkpoint saved in {run_dir}")
+        super().__init__(
+            f"stopped by {signal.Signals(signum).name} at epoch {step}; checkpoint saved in {run_dir}"
+        )
 
 
 def did_you_mean(value: str, valid: Iterable[str]) -> str:

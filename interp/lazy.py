@@ -14,7 +14,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 
-def lazy_surface(package: str, names: Mapping[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+def lazy_surface(
+    package: str, names: Mapping[str, str]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """Return the ``__getattr__`` and ``__dir__`` of `package` for the lazy `names`.
 
     Args:

@@ -38,7 +38,9 @@ def per_example_loss(
 
 
 @torch.no_grad()
-def evaluate(readout: Readout, splits: Mapping[str, Split], loss: str, chunk: int = 32768) -> dict[str, float]:
+def evaluate(
+    readout: Readout, splits: Mapping[str, Split], loss: str, chunk: int = 32768
+) -> dict[str, float]:
     """Return loss and accuracy on every split and on every group of each split.
 
     Args:
@@ -92,7 +94,9 @@ def milestones(
         scored = [r for r in records if all(k in r for k in keys)]
         hits = [r["step"] for r in scored if all(r[k] >= threshold for k in keys)]
         result[name] = {
-            "metric": " & ".join(keys), "threshold": threshold, "step": hits[0] if hits else None,
+            "metric": " & ".join(keys),
+            "threshold": threshold,
+            "step": hits[0] if hits else None,
             "kept": bool(scored) and all(scored[-1][k] >= threshold for k in keys),
         }
     return result

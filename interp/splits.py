@@ -64,16 +64,27 @@ class Split:
 
     @classmethod
     def from_numpy(
-        cls, name: str, tokens: np.ndarray, labels: np.ndarray, groups: Mapping[str, np.ndarray] | None = None,
+        cls,
+        name: str,
+        tokens: np.ndarray,
+        labels: np.ndarray,
+        groups: Mapping[str, np.ndarray] | None = None,
         extras: Mapping[str, np.ndarray] | None = None,
     ) -> Split:
         """A split from numpy arrays (int64 tokens [batch, pos] and labels [batch], bool group
-        masks and other per-example arrays [batch, ...]); the tensors share their memory."""
+        masks and other per-example arrays [batch, ...]); the tensors share their memory.
+        """
+
         def tensor(a: np.ndarray) -> Tensor:
             return torch.from_numpy(np.ascontiguousarray(a))
 
-        return cls(name, tensor(tokens), tensor(labels), {k: tensor(v) for k, v in (groups or {}).items()},
-                   {k: tensor(v) for k, v in (extras or {}).items()})
+        return cls(
+            name,
+            tensor(tokens),
+            tensor(labels),
+            {k: tensor(v) for k, v in (groups or {}).items()},
+            {k: tensor(v) for k, v in (extras or {}).items()},
+        )
 
     def subset(self, index: Tensor) -> Split:
         """Return the examples selected by `index` (a bool mask or integer indices), in order."""
@@ -119,13 +130,16 @@ class Task(Protocol):
     name: str
 
     @property
-    def d_vocab(self) -> int: ...
+    def d_vocab(self) -> int:
+        """Number of input token ids the model must embed."""
 
     @property
-    def d_vocab_out(self) -> int: ...
+    def d_vocab_out(self) -> int:
+        """Number of output classes."""
 
     @property
-    def n_ctx(self) -> int: ...
+    def n_ctx(self) -> int:
+        """Sequence length of every example."""
 
     def splits(self, data_seed: int) -> dict[str, Split]:
         """Build every split, deterministically for `data_seed`."""
@@ -138,5 +152,6 @@ class Task(Protocol):
 
 def split_digests(splits: Mapping[str, Split]) -> dict[str, str]:
     """Return ``{split name: digest}`` for a dict of splits (stored in checkpoints under the
-    manifest key ``"fingerprints"``, a name kept for the on-disk format)."""
+    manifest key ``"fingerprints"``, a name kept for the on-disk format).
+    """
     return {name: split.digest() for name, split in splits.items()}

@@ -30,7 +30,8 @@ def splits_table(splits: Mapping[str, Split]) -> str:
     """One row per split: size, then the fraction of examples in each group."""
     groups = sorted({g for split in splits.values() for g in split.groups})
     rows = [
-        [name, len(split)] + [float(split.groups[g].float().mean()) if g in split.groups else "-" for g in groups]
+        [name, len(split)]
+        + [float(split.groups[g].float().mean()) if g in split.groups else "-" for g in groups]
         for name, split in splits.items()
     ]
     return format_table(["split", "examples"] + [f"frac {g}" for g in groups], rows)
@@ -43,12 +44,16 @@ def model_summary(model: nn.Module) -> str:
     return f"parameters: {n_params:,}\nhook points ({len(hooks)}):\n  " + "\n  ".join(hooks)
 
 
-def summarize_task_and_model(task: Task, splits: Mapping[str, Split], model: nn.Module, *, preset: str) -> str:
+def summarize_task_and_model(
+    task: Task, splits: Mapping[str, Split], model: nn.Module, *, preset: str
+) -> str:
     """The `interp demo` report: the task's config and splits, then the model."""
     config = ", ".join(f"{k}={v}" for k, v in task.to_dict().items())
-    return "\n\n".join([
-        f"task: {config}",
-        splits_table(splits),
-        f"model: {preset} (d_vocab={task.d_vocab}, d_vocab_out={task.d_vocab_out}, n_ctx={task.n_ctx})",
-        model_summary(model),
-    ])
+    return "\n\n".join(
+        [
+            f"task: {config}",
+            splits_table(splits),
+            f"model: {preset} (d_vocab={task.d_vocab}, d_vocab_out={task.d_vocab_out}, n_ctx={task.n_ctx})",
+            model_summary(model),
+        ]
+    )

@@ -13,8 +13,17 @@ A model config is stored in a run's `config.json` as a dict with a ``kind`` key;
 from interp.lazy import lazy_surface
 
 _NAMES = {
-    **{name: "models.config" for name in ("ModelConfig", "MODEL_CONFIGS", "QuadraticMLPConfig", "TransformerConfig",
-                                           "config_from_dict", "config_to_dict")},
+    **{
+        name: "models.config"
+        for name in (
+            "ModelConfig",
+            "MODEL_CONFIGS",
+            "QuadraticMLPConfig",
+            "TransformerConfig",
+            "config_from_dict",
+            "config_to_dict",
+        )
+    },
     **{name: "models.build" for name in ("MODELS", "build_model", "load_model")},
     "PRESETS": "models.presets",
     "preset_config": "models.presets",

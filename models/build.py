@@ -12,7 +12,10 @@ from models.config import ModelConfig, QuadraticMLPConfig, TransformerConfig, co
 from models.quadratic_mlp import QuadraticMLP
 from models.transformer import Transformer
 
-MODELS: dict[str, type[nn.Module]] = {TransformerConfig.kind: Transformer, QuadraticMLPConfig.kind: QuadraticMLP}
+MODELS: dict[str, type[nn.Module]] = {
+    TransformerConfig.kind: Transformer,
+    QuadraticMLPConfig.kind: QuadraticMLP,
+}
 """Model classes by config ``kind``."""
 
 

@@ -27,6 +27,7 @@ class Embed(nn.Module):
         self.W_E = nn.Parameter(torch.empty(cfg.d_vocab, cfg.d_model))
 
     def forward(self, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos d_model"]:
+        """Token embeddings [batch, pos, d_model] (`hook_embed` is applied by the caller)."""
         return self.W_E[tokens]
 
 
@@ -38,6 +39,7 @@ class PosEmbed(nn.Module):
         self.W_pos = nn.Parameter(torch.empty(cfg.n_ctx, cfg.d_model))
 
     def forward(self, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos d_model"]:
+        """Positional embeddings for every example [batch, pos, d_model]."""
         batch, pos = tokens.shape
         return self.W_pos[:pos].unsqueeze(0).expand(batch, pos, -1)
 
@@ -54,6 +56,7 @@ class LayerNorm(nn.Module):
         self.hook_normalized = HookPoint()  # [batch, pos, d_model]
 
     def forward(self, x: Float[Tensor, "... d_model"]) -> Float[Tensor, "... d_model"]:
+        """LayerNorm over the last dimension, with `hook_scale` and `hook_normalized`."""
         x = x - x.mean(-1, keepdim=True)
         scale = self.hook_scale((x.pow(2).mean(-1, keepdim=True) + self.eps).sqrt())
         return self.hook_normalized(x / scale) * self.w + self.b
@@ -62,7 +65,8 @@ class LayerNorm(nn.Module):
 class Attention(nn.Module):
     """Multi-head attention with per-head weights `W_Q, W_K, W_V [n_heads, d_model, d_head]`,
     `W_O [n_heads, d_head, d_model]` and TransformerLens's hooks (`hook_q`, `hook_k`, `hook_v`,
-    `hook_attn_scores`, `hook_pattern`, `hook_z`, and `hook_result` when `use_attn_result`)."""
+    `hook_attn_scores`, `hook_pattern`, `hook_z`, and `hook_result` when `use_attn_result`).
+    """
 
     def __init__(self, cfg: TransformerConfig) -> None:
         super().__init__()
@@ -86,6 +90,7 @@ class Attention(nn.Module):
         self.hook_result = HookPoint()  # [batch, pos, head, d_model]
 
     def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+        """Multi-head attention with TransformerLens's hook points (q, k, v, scores, pattern, z, result)."""
         q = self.hook_q(torch.einsum("bpd,hde->bphe", x, self.W_Q) + self.b_Q)
         k = self.hook_k(torch.einsum("bpd,hde->bphe", x, self.W_K) + self.b_K)
         v = self.hook_v(torch.einsum("bpd,hde->bphe", x, self.W_V) + self.b_V)
@@ -116,6 +121,7 @@ class MLP(nn.Module):
         self.hook_post = HookPoint()
 
     def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+        """The MLP with hook points `hook_pre` and `hook_post`."""
         pre = self.hook_pre(torch.addmm(self.b_in, x.flatten(0, 1), self.W_in).view(*x.shape[:2], -1))
         post = self.hook_post(self.act_fn(pre))
         return torch.addmm(self.b_out, post.flatten(0, 1), self.W_out).view(*x.shape[:2], -1)
@@ -132,6 +138,7 @@ class Unembed(nn.Module):
         self.hook_out = HookPoint()
 
     def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_vocab_out"]:
+        """Logits at every position [batch, pos, d_vocab_out]."""
         return self.hook_out(self.hook_in(x) @ self.W_U + self.b_U)
 
 
@@ -152,7 +159,10 @@ class TransformerBlock(nn.Module):
 
     # The output's batch may differ from the input's: a hook at hook_resid_pre may return several
     # copies of the examples (`interp.dissect.interventions` runs many interventions in one pass).
-    def forward(self, resid_pre: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch_out pos d_model"]:
+    def forward(
+        self, resid_pre: Float[Tensor, "batch pos d_model"]
+    ) -> Float[Tensor, "batch_out pos d_model"]:
+        """One block: attention and MLP with their residual adds and hook points."""
         resid_pre = self.hook_resid_pre(resid_pre)
         resid_mid = self.hook_resid_mid(resid_pre + self.hook_attn_out(self.attn(self.ln1(resid_pre))))
         return self.hook_resid_post(resid_mid + self.hook_mlp_out(self.mlp(self.ln2(resid_mid))))

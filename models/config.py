@@ -67,8 +67,12 @@ class TransformerConfig:
                 )
             object.__setattr__(self, "d_head", self.d_model // self.n_heads)
         check_int("TransformerConfig", "d_head", self.d_head, 1)
-        for name, choices in (("normalization_type", ("LN", None)), ("positional_embedding_type", ("standard", "none")),
-                              ("attention_dir", ("causal", "bidirectional")), ("act_fn", ("relu", "gelu"))):
+        for name, choices in (
+            ("normalization_type", ("LN", None)),
+            ("positional_embedding_type", ("standard", "none")),
+            ("attention_dir", ("causal", "bidirectional")),
+            ("act_fn", ("relu", "gelu")),
+        ):
             check_choice("TransformerConfig", name, getattr(self, name), choices)
         if self.init_range is None:
             object.__setattr__(self, "init_range", 0.8 / self.d_model**0.5)
@@ -77,7 +81,8 @@ class TransformerConfig:
     def attn_only(self) -> bool:
         """Always False: every block has an MLP. TransformerLens's `ActivationCache` reads it
         (`decompose_resid`, `get_full_resid_decomposition`); it is not a field, so it never
-        appears in a run's config.json."""
+        appears in a run's config.json.
+        """
         return False
 
     @property
@@ -119,7 +124,10 @@ class QuadraticMLPConfig:
 
 ModelConfig = TransformerConfig | QuadraticMLPConfig
 
-MODEL_CONFIGS: dict[str, type] = {TransformerConfig.kind: TransformerConfig, QuadraticMLPConfig.kind: QuadraticMLPConfig}
+MODEL_CONFIGS: dict[str, type] = {
+    TransformerConfig.kind: TransformerConfig,
+    QuadraticMLPConfig.kind: QuadraticMLPConfig,
+}
 """Model config classes by their ``kind`` (the key stored in a run's config.json)."""
 
 

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from torch import Tensor
 
-from interp.store.checkpoint import load_state_into
 from interp.errors import ConfigError
+from interp.store.checkpoint import load_state_into
 from models.config import TransformerConfig
 from models.transformer import Transformer
 
@@ -23,14 +23,30 @@ if TYPE_CHECKING:
     from transformer_lens import HookedTransformer, HookedTransformerConfig
 
 _SHARED_FIELDS = (
-    "n_layers", "n_heads", "d_model", "d_mlp", "n_ctx", "d_vocab", "d_vocab_out", "d_head",
-    "normalization_type", "positional_embedding_type", "attention_dir", "act_fn",
-    "use_attn_result", "eps",
+    "n_layers",
+    "n_heads",
+    "d_model",
+    "d_mlp",
+    "n_ctx",
+    "d_vocab",
+    "d_vocab_out",
+    "d_head",
+    "normalization_type",
+    "positional_embedding_type",
+    "attention_dir",
+    "act_fn",
+    "use_attn_result",
+    "eps",
 )
 # TransformerLens settings that must hold for the conversion to be exact.
 _REQUIRED_TL = {
-    "attn_only": False, "parallel_attn_mlp": False, "gated_mlp": False, "final_rms": False,
-    "use_attn_scale": True, "attn_scores_soft_cap": -1.0, "output_logits_soft_cap": -1.0,
+    "attn_only": False,
+    "parallel_attn_mlp": False,
+    "gated_mlp": False,
+    "final_rms": False,
+    "use_attn_scale": True,
+    "attn_scores_soft_cap": -1.0,
+    "output_logits_soft_cap": -1.0,
 }
 _TL_BUFFERS = ("IGNORE", "mask")
 
@@ -75,7 +91,9 @@ def from_transformer_lens_config(tl_cfg: HookedTransformerConfig) -> Transformer
     for name, needed in _REQUIRED_TL.items():
         value = getattr(tl_cfg, name, needed)
         if value != needed:
-            raise ConfigError(f"TransformerLens setting {name}={value!r} is not supported", f"need {needed!r}")
+            raise ConfigError(
+                f"TransformerLens setting {name}={value!r} is not supported", f"need {needed!r}"
+            )
     fields: dict[str, Any] = {name: getattr(tl_cfg, name) for name in _SHARED_FIELDS}
     if fields["normalization_type"] not in ("LN", None):
         raise ConfigError(
@@ -100,15 +118,17 @@ def from_transformer_lens_config_dict(data: Mapping[str, Any]) -> TransformerCon
     if isinstance(fields.get("dtype"), str):
         dtype = getattr(torch, fields["dtype"].removeprefix("torch."), None)
         if not isinstance(dtype, torch.dtype):
-            raise ConfigError(f"TransformerLens config dtype={data['dtype']!r} is not a torch dtype",
-                              "e.g. torch.float32")
+            raise ConfigError(
+                f"TransformerLens config dtype={data['dtype']!r} is not a torch dtype", "e.g. torch.float32"
+            )
         fields["dtype"] = dtype
     HookedTransformerConfig = _transformer_lens_3("HookedTransformerConfig")
     try:
         tl_cfg = HookedTransformerConfig.from_dict(fields)
     except (TypeError, ValueError, AssertionError) as err:
-        raise ConfigError(f"not a TransformerLens config: {err}",
-                          "pass HookedTransformerConfig.to_dict()") from None
+        raise ConfigError(
+            f"not a TransformerLens config: {err}", "pass HookedTransformerConfig.to_dict()"
+        ) from None
     return from_transformer_lens_config(tl_cfg)
 
 
@@ -136,5 +156,7 @@ def to_transformer_lens(model: Transformer) -> HookedTransformer:
     tl_model = HookedTransformer(to_transformer_lens_config(model.cfg))
     missing, unexpected = tl_model.load_state_dict(model.state_dict(), strict=False)
     if unexpected or any(k.rsplit(".", 1)[-1] not in _TL_BUFFERS for k in missing):
-        raise ConfigError(f"state dict does not fit TransformerLens: missing {missing}, unexpected {unexpected}")
+        raise ConfigError(
+            f"state dict does not fit TransformerLens: missing {missing}, unexpected {unexpected}"
+        )
     return tl_model

@@ -115,7 +115,8 @@ def _mlp(block: nn.Module, resid: Tensor, cdt: torch.dtype) -> Tensor:
 
 def _layer0(model: nn.Module, tokens: Tensor, cdt: torch.dtype, only_last: bool) -> Tensor:
     """Layer 0's attention block from tables: resid_mid at every position `[batch, pos,
-    d_model]`, or at the last position only `[batch, d_model]` when `only_last`."""
+    d_model]`, or at the last position only `[batch, d_model]` when `only_last`.
+    """
     cfg = model.cfg
     batch, n_pos = tokens.shape
     V, D, H, dh = cfg.d_vocab, cfg.d_model, cfg.n_heads, cfg.d_head
@@ -131,12 +132,14 @@ def _layer0(model: nn.Module, tokens: Tensor, cdt: torch.dtype, only_last: bool)
     else:
         X = W_E.repeat(n_pos, 1)
     xn = _ln(block.ln1, X)
-    q_rows = xn[(n_pos - 1) * V:] if only_last else xn
+    q_rows = xn[(n_pos - 1) * V :] if only_last else xn
     q = torch.addmm(attn.b_Q.reshape(-1), q_rows, _heads_to_matrix(attn.W_Q))
     k = torch.addmm(attn.b_K.reshape(-1), xn, _heads_to_matrix(attn.W_K))
     v = torch.addmm(attn.b_V.reshape(-1), xn, _heads_to_matrix(attn.W_V))
     n_q = q.shape[0]
-    scores = torch.bmm(q.view(n_q, H, dh).transpose(0, 1), k.view(PV, H, dh).permute(1, 2, 0)) / attn.attn_scale
+    scores = (
+        torch.bmm(q.view(n_q, H, dh).transpose(0, 1), k.view(PV, H, dh).permute(1, 2, 0)) / attn.attn_scale
+    )
     if cfg.attention_dir == "causal" and not only_last:
         pos = torch.arange(PV, device=dev) // V
         scores = scores.masked_fill(pos[None, :, None] < pos[None, None, :], float("-inf"))
@@ -218,13 +221,20 @@ def fast_readout(model: nn.Module, tokens: Int[Tensor, "batch pos"]) -> Float[Te
     return _call(_fast_readout, model, tokens)
 
 
-def _call(forward: Callable[[nn.Module, Tensor, torch.dtype], Tensor], model: nn.Module, tokens: Tensor) -> Tensor:
+def _call(
+    forward: Callable[[nn.Module, Tensor, torch.dtype], Tensor], model: nn.Module, tokens: Tensor
+) -> Tensor:
     """Run `forward(model, tokens, compute dtype)` with an enclosing autocast honoured by hand:
-    the compute dtype is autocast's if it is on (else the weights'), and autocast is off inside."""
+    the compute dtype is autocast's if it is on (else the weights'), and autocast is off inside.
+    """
     if tokens.ndim != 2:
         raise ValueError(f"tokens must have shape [batch, pos], got {tuple(tokens.shape)}")
     device_type = tokens.device.type
-    cdt = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else model.embed.W_E.dtype
+    cdt = (
+        torch.get_autocast_dtype(device_type)
+        if torch.is_autocast_enabled(device_type)
+        else model.embed.W_E.dtype
+    )
     with torch.autocast(device_type, enabled=False):
         return forward(model, tokens, cdt)
 

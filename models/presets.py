@@ -29,7 +29,9 @@ PRESETS: dict[str, tuple[type, dict[str, Any]]] = {
     "mpsp-2l2h": (TransformerConfig, dict(_MPSP, n_layers=2, n_heads=2)),
     "modadd-1l": (
         TransformerConfig,
-        dict(n_layers=1, n_heads=4, d_model=128, d_head=32, d_mlp=512, normalization_type=None, act_fn="relu"),
+        dict(
+            n_layers=1, n_heads=4, d_model=128, d_head=32, d_mlp=512, normalization_type=None, act_fn="relu"
+        ),
     ),
     "quadratic-mlp": (QuadraticMLPConfig, dict(d_hidden=500)),
 }

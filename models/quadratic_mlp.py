@@ -45,9 +45,12 @@ class QuadraticMLP(HookedRootModule):
         for param in self.parameters():
             param.copy_(torch.randn(param.shape, generator=gen) * self.cfg.init_std)
 
-    def forward(self, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch_out d_vocab_out"]:  # see Transformer
+    def forward(
+        self, tokens: Int[Tensor, "batch pos"]
+    ) -> Float[Tensor, "batch_out d_vocab_out"]:  # see Transformer
         """Return logits from the operands `tokens[:, 0]` and `tokens[:, 1]` (any later
-        tokens, such as an `=` sign, are ignored)."""
+        tokens, such as an `=` sign, are ignored).
+        """
         if tokens.ndim != 2 or tokens.shape[1] < 2:
             raise ValueError(f"tokens must have shape [batch, pos >= 2], got {tuple(tokens.shape)}")
         pre = self.hook_pre(self.W_E_left[tokens[:, 0]] + self.W_E_right[tokens[:, 1]])

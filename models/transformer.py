@@ -104,71 +104,85 @@ class Transformer(HookedRootModule):
     # Weight accessors stacked over layers, as on TransformerLens's HookedTransformer.
     @property
     def W_E(self) -> Float[Tensor, "d_vocab d_model"]:
+        """Token embedding [d_vocab, d_model]."""
         return self.embed.W_E
 
     @property
     def W_pos(self) -> Float[Tensor, "n_ctx d_model"]:
+        """Positional embedding [n_ctx, d_model]."""
         return self.pos_embed.W_pos
 
     @property
     def W_U(self) -> Float[Tensor, "d_model d_vocab_out"]:
+        """Unembedding [d_model, d_vocab_out]."""
         return self.unembed.W_U
 
     @property
     def b_U(self) -> Float[Tensor, " d_vocab_out"]:
+        """Unembedding bias [d_vocab_out]."""
         return self.unembed.b_U
 
     @property
     def W_Q(self) -> Float[Tensor, "n_layers n_heads d_model d_head"]:
+        """Query weights of every layer [n_layers, n_heads, d_model, d_head]."""
         return self._stack("attn", "W_Q")
 
     @property
     def W_K(self) -> Float[Tensor, "n_layers n_heads d_model d_head"]:
+        """Key weights of every layer [n_layers, n_heads, d_model, d_head]."""
         return self._stack("attn", "W_K")
 
     @property
     def W_V(self) -> Float[Tensor, "n_layers n_heads d_model d_head"]:
+        """Value weights of every layer [n_layers, n_heads, d_model, d_head]."""
         return self._stack("attn", "W_V")
 
     @property
     def W_O(self) -> Float[Tensor, "n_layers n_heads d_head d_model"]:
+        """Output weights of every layer [n_layers, n_heads, d_head, d_model]."""
         return self._stack("attn", "W_O")
 
     @property
     def W_in(self) -> Float[Tensor, "n_layers d_model d_mlp"]:
+        """MLP input weights of every layer [n_layers, d_model, d_mlp]."""
         return self._stack("mlp", "W_in")
 
     @property
     def W_out(self) -> Float[Tensor, "n_layers d_mlp d_model"]:
+        """MLP output weights of every layer [n_layers, d_mlp, d_model]."""
         return self._stack("mlp", "W_out")
 
     @property
     def b_Q(self) -> Float[Tensor, "n_layers n_heads d_head"]:
+        """Query biases of every layer [n_layers, n_heads, d_head]."""
         return self._stack("attn", "b_Q")
 
     @property
     def b_K(self) -> Float[Tensor, "n_layers n_heads d_head"]:
+        """Key biases of every layer [n_layers, n_heads, d_head]."""
         return self._stack("attn", "b_K")
 
     @property
     def b_V(self) -> Float[Tensor, "n_layers n_heads d_head"]:
+        """Value biases of every layer [n_layers, n_heads, d_head]."""
         return self._stack("attn", "b_V")
 
     @property
     def b_O(self) -> Float[Tensor, "n_layers d_model"]:
+        """Attention output biases of every layer [n_layers, d_model]."""
         return self._stack("attn", "b_O")
 
     @property
     def b_in(self) -> Float[Tensor, "n_layers d_mlp"]:
+        """MLP input biases of every layer [n_layers, d_mlp]."""
         return self._stack("mlp", "b_in")
 
     @property
     def b_out(self) -> Float[Tensor, "n_layers d_model"]:
+        """MLP output biases of every layer [n_layers, d_model]."""
         return self._stack("mlp", "b_out")
 
-    def tokens_to_residual_directions(
-        self, tokens: int | Int[Tensor, "..."]
-    ) -> Float[Tensor, "... d_model"]:
+    def tokens_to_residual_directions(self, tokens: int | Int[Tensor, "..."]) -> Float[Tensor, "... d_model"]:
         """The unembedding direction `W_U[:, label]` of each output class, as in TransformerLens.
 
         Our outputs are class labels (``0 .. d_vocab_out - 1``), not tokenizer tokens, so labels

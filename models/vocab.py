@@ -43,8 +43,9 @@ def extend_vocab(model: Transformer, n_tokens: int, n_classes: int = 0, *, seed:
     """
     if n_tokens < 0 or n_classes < 0:
         raise ValueError(f"n_tokens={n_tokens} and n_classes={n_classes} must be >= 0")
-    cfg = dataclasses.replace(model.cfg, d_vocab=model.cfg.d_vocab + n_tokens,
-                              d_vocab_out=model.cfg.d_vocab_out + n_classes)
+    cfg = dataclasses.replace(
+        model.cfg, d_vocab=model.cfg.d_vocab + n_tokens, d_vocab_out=model.cfg.d_vocab_out + n_classes
+    )
     new = Transformer(cfg)
     gen = torch.Generator().manual_seed(seed)
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}

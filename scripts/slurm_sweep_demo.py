@@ -21,22 +21,36 @@ def work(x: float) -> dict:
     """One 'run': the square root of x, and where it ran."""
     if x == -99:
         os._exit(3)  # the task dies outside any Python exception handler
-    return {"sqrt": math.sqrt(x), "job": os.environ.get("SLURM_JOB_ID"), "task": os.environ.get("SLURM_ARRAY_TASK_ID")}
+    return {
+        "sqrt": math.sqrt(x),
+        "job": os.environ.get("SLURM_JOB_ID"),
+        "task": os.environ.get("SLURM_ARRAY_TASK_ID"),
+    }
 
 
 def main() -> int:
+    """Run the demo job array; return the exit code."""
     items = [0.0, 1.0, 4.0, 9.0, -1.0, -99.0]
     folder = os.environ.get("DEMO_FOLDER") or tempfile.mkdtemp(prefix="interp-slurm-demo-")
     executor = SubmititExecutor(
-        folder=f"{folder}/%j", cluster="slurm", partition="debug", timeout_min=5,
-        cpus_per_task=1, mem_gb=1, threads=1, poll_s=2,
+        folder=f"{folder}/%j",
+        cluster="slurm",
+        partition="debug",
+        timeout_min=5,
+        cpus_per_task=1,
+        mem_gb=1,
+        threads=1,
+        poll_s=2,
     )
     start = time.perf_counter()
     outcomes = {}
     for outcome in executor.map(work, items):
         first = (outcome.error or "").strip().splitlines()[:2]
-        print(f"{time.perf_counter() - start:6.1f}s  item={outcome.item:>6}  "
-              + (f"value={outcome.value}" if outcome.ok else f"error={' | '.join(first)}"), flush=True)
+        print(
+            f"{time.perf_counter() - start:6.1f}s  item={outcome.item:>6}  "
+            + (f"value={outcome.value}" if outcome.ok else f"error={' | '.join(first)}"),
+            flush=True,
+        )
         outcomes[outcome.item] = outcome
     assert sorted(outcomes) == sorted(items), outcomes
     for x in (0.0, 1.0, 4.0, 9.0):

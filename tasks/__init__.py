@@ -13,9 +13,7 @@ torch (the CLI checks them before the heavy imports); building splits does.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from interp.config import from_dict
 from interp.errors import ConfigError, did_you_mean

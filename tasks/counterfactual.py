@@ -36,8 +36,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from interp.splits import Split
 from interp.errors import ConfigError, did_you_mean
+from interp.splits import Split
 from tasks.mpsp import MPSPTask, mpsp_split
 from tasks.seeding import generator
 

@@ -51,7 +51,7 @@ class ModAddTask:
         check_real(owner, "xi", self.xi, 0.0, 1.0, high_open=True)
         if not 0 < self.n_train < self.p**2:
             raise ConfigError(
-                f"ModAddTask.train_frac = {self.train_frac!r} gives {self.n_train} of {self.p ** 2} pairs "
+                f"ModAddTask.train_frac = {self.train_frac!r} gives {self.n_train} of {self.p**2} pairs "
                 "for training",
                 "both train and test need at least one pair",
             )
@@ -134,5 +134,10 @@ class ModAddTask:
         from interp.splits import Split  # torch only where data is built: the config imports without it
 
         tokens = np.concatenate([pairs, np.full((len(pairs), 1), self.p, dtype=np.int64)], axis=1)
-        return Split.from_numpy(name, tokens, labels.astype(np.int64), {"clean": ~corrupted, "corrupted": corrupted},
-                                {"true_labels": pairs.sum(axis=1) % self.p})
+        return Split.from_numpy(
+            name,
+            tokens,
+            labels.astype(np.int64),
+            {"clean": ~corrupted, "corrupted": corrupted},
+            {"true_labels": pairs.sum(axis=1) % self.p},
+        )

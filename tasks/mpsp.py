@@ -67,7 +67,10 @@ class MPSPTask:
 
     label: str = param("sum-mod2", "True rule: sum-mod2 or sum-mod3 (the label is sum(x) mod m).")
     shortcut: str = param("max", "Spurious feature: max (max(x) mod m) or first (x[0] mod m).")
-    r: float = param(0.9, "Spurious ratio: the exact fraction of training examples whose shortcut equals the label, in [0, 1].")
+    r: float = param(
+        0.9,
+        "Spurious ratio: the exact fraction of training examples whose shortcut equals the label, in [0, 1].",
+    )
     n: int = param(5, "Integers per example (before the readout token SEP), at least 2.")
     vocab: int = param(64, "Integers are drawn from 0..vocab-1 (SEP is vocab); at least m.")
     n_train: int = param(16384, "Training examples.")
@@ -149,7 +152,10 @@ class MPSPTask:
         consistent = (self.n_consistent_train, self.n_val, 0)
         opposing = (self.n_train - self.n_consistent_train, 0, self.n_adv)
         return np.stack(
-            [np.concatenate([_balanced(c, self.m), _balanced(o, self.m)]) for c, o in zip(consistent, opposing)]
+            [
+                np.concatenate([_balanced(c, self.m), _balanced(o, self.m)])
+                for c, o in zip(consistent, opposing)
+            ]
         )
 
 
@@ -171,7 +177,9 @@ def features(x: np.ndarray, m: int, shortcut: str) -> tuple[np.ndarray, np.ndarr
     return labels, carrier % m, argmax_pos
 
 
-def mpsp_split(task: MPSPTask, name: str, x: np.ndarray, extras: dict[str, torch.Tensor] | None = None) -> Split:
+def mpsp_split(
+    task: MPSPTask, name: str, x: np.ndarray, extras: dict[str, torch.Tensor] | None = None
+) -> Split:
     """Wrap integer sequences as a `Split`, computing labels, groups and extras.
 
     Args:
@@ -190,8 +198,13 @@ def mpsp_split(task: MPSPTask, name: str, x: np.ndarray, extras: dict[str, torch
     labels, shortcut, argmax_pos = features(x, task.m, task.shortcut)
     tokens = np.concatenate([x, np.full((len(x), 1), task.sep, dtype=np.int64)], axis=1)
     consistent = shortcut == labels
-    split = Split.from_numpy(name, tokens, labels, {"consistent": consistent, "opposing": ~consistent},
-                             {"shortcut": shortcut, "argmax_pos": argmax_pos})
+    split = Split.from_numpy(
+        name,
+        tokens,
+        labels,
+        {"consistent": consistent, "opposing": ~consistent},
+        {"shortcut": shortcut, "argmax_pos": argmax_pos},
+    )
     return Split(split.name, split.tokens, split.labels, split.groups, {**split.extras, **(extras or {})})
 
 

@@ -103,10 +103,14 @@ class NoiseInjectionTask:
         train, test = base["train"], base["test"]
         return {
             "train": Split.from_numpy(
-                "train", np.concatenate([train.tokens.numpy(), noise.tokens.numpy()]),
-                np.concatenate([train.labels.numpy(), noise.labels.numpy()]), _origin_groups(len(train), len(noise)),
+                "train",
+                np.concatenate([train.tokens.numpy(), noise.tokens.numpy()]),
+                np.concatenate([train.labels.numpy(), noise.labels.numpy()]),
+                _origin_groups(len(train), len(noise)),
             ),
-            "test": Split.from_numpy("test", test.tokens.numpy(), test.labels.numpy(), _origin_groups(len(test), 0)),
+            "test": Split.from_numpy(
+                "test", test.tokens.numpy(), test.labels.numpy(), _origin_groups(len(test), 0)
+            ),
             "noise": noise,
         }
 

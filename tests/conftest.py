@@ -10,8 +10,13 @@ import pytest
 import torch
 from torch import nn
 
-_REGISTER = ("register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook",
-             "register_full_backward_pre_hook", "register_backward_hook")
+_REGISTER = (
+    "register_forward_hook",
+    "register_forward_pre_hook",
+    "register_full_backward_hook",
+    "register_full_backward_pre_hook",
+    "register_backward_hook",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -28,7 +33,8 @@ def no_leaked_hooks(monkeypatch: pytest.MonkeyPatch):
         monkeypatch.setattr(nn.Module, name, recording)
     yield
     leaked = [
-        type(m).__name__ + getattr(m, "name", "") for m in touched
+        type(m).__name__ + getattr(m, "name", "")
+        for m in touched
         if m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks
     ]
     assert not leaked, f"test left hooks registered on: {sorted(set(leaked))}"

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from analyses.studies import recipes
 from interp.config import from_dict
 from interp.errors import ConfigError, did_you_mean
 from interp.sweep.specs import RunSpec, derive_seed, seed_folder
-from analyses.studies import recipes
 from interp.training.config import TrainConfig
 from models.presets import PRESETS
 
@@ -68,18 +68,29 @@ def expand(grid: Grid, sweep_dir: str | Path) -> list[RunSpec]:
     for preset in grid.presets:
         task_fields = recipes.task_fields(preset)
         for unknown in set(names) - task_fields - train_fields:
-            raise ConfigError(f"axis {unknown!r} is neither a task nor a training field",
-                              did_you_mean(unknown, task_fields | train_fields))
+            raise ConfigError(
+                f"axis {unknown!r} is neither a task nor a training field",
+                did_you_mean(unknown, task_fields | train_fields),
+            )
         for values in itertools.product(*(grid.axes[n] for n in names)):
             point = dict(zip(names, values))
-            base = recipes.recipe(preset, {**grid.task, **{k: v for k, v in point.items() if k in task_fields}})
+            base = recipes.recipe(
+                preset, {**grid.task, **{k: v for k, v in point.items() if k in task_fields}}
+            )
             train = {**grid.train, **{k: v for k, v in point.items() if k not in task_fields}}
             folder = sweep_dir.joinpath(preset, *(f"{k}={v}" for k, v in point.items()))
             for index in range(grid.seeds):
-                seeds = {"seed": derive_seed(grid.sweep_seed, index, base.model),
-                         "data_seed": derive_seed(grid.sweep_seed, index, "data")}
-                specs.append(base.spec(seed_folder(folder, index), {**train, **seeds},
-                                       {"preset": preset, **point, "seed": index}))
+                seeds = {
+                    "seed": derive_seed(grid.sweep_seed, index, base.model),
+                    "data_seed": derive_seed(grid.sweep_seed, index, "data"),
+                }
+                specs.append(
+                    base.spec(
+                        seed_folder(folder, index),
+                        {**train, **seeds},
+                        {"preset": preset, **point, "seed": index},
+                    )
+                )
     return specs
 
 
@@ -89,7 +100,8 @@ GRIDS: dict[str, Grid] = {
         presets=("mpsp-1l1h", "mpsp-2l2h"),
         task={"vocab": 16, "n_train": 2048, "n_val": 512, "n_adv": 512},
         train={"epochs": 2500, "eval_every": 50, "checkpoint_log_points": 10},
-        axes={"r": [0.5, 0.9]}, seeds=2,
+        axes={"r": [0.5, 0.9]},
+        seeds=2,
     ),
     # Study A at CPU scale (docs/study_a.md): 8x fewer train examples, 4x smaller vocabulary,
     # 5x fewer epochs than the study; 10 seeds per cell.
@@ -97,24 +109,39 @@ GRIDS: dict[str, Grid] = {
         presets=("mpsp-1l1h", "mpsp-2l2h"),
         task={"vocab": 16, "n_train": 2048, "n_val": 512, "n_adv": 512},
         train={"epochs": 3000, "eval_every": 50, "checkpoint_log_points": 12},
-        axes={"r": [0.5, 0.9, 0.15]}, seeds=10,
+        axes={"r": [0.5, 0.9, 0.15]},
+        seeds=10,
     ),
     # The study's full scale (GPU-sized): 1 vs 2 layers at r in {0.5, 0.9, 0.15}, 10 seeds.
     "study-a": Grid(presets=("mpsp-1l1h", "mpsp-2l2h"), axes={"r": [0.5, 0.9, 0.15]}, seeds=10),
     # Study A's preregistered regime search at the study's data scale (docs/study_a.md,
     # "Regime search"): two layers at r = 0.9 first, 2 seeds, run in this order; sweep seed 100
     # (the confirmatory grid uses another). Dense log-spaced checkpoints for the dissection.
-    **{name: Grid(presets=("mpsp-2l2h",), train={**train, "checkpoint_log_points": 30, "checkpoint_every": 1000},
-                  axes={"r": [0.9]}, seeds=2, sweep_seed=100)
-       for name, train in (("study-a-search-1", {"batch_size": 512}),
-                           ("study-a-search-2", {"lr": 3e-3, "weight_decay": 0.4}),
-                           ("study-a-search-3", {"batch_size": 2048}))},
+    **{
+        name: Grid(
+            presets=("mpsp-2l2h",),
+            train={**train, "checkpoint_log_points": 30, "checkpoint_every": 1000},
+            axes={"r": [0.9]},
+            seeds=2,
+            sweep_seed=100,
+        )
+        for name, train in (
+            ("study-a-search-1", {"batch_size": 512}),
+            ("study-a-search-2", {"lr": 3e-3, "weight_decay": 0.4}),
+            ("study-a-search-3", {"batch_size": 2048}),
+        )
+    },
     # Study C's noise sweep: the same initialisation for every xi of a seed.
     "study-c": Grid(presets=("quadratic-mlp",), axes={"xi": [0.0, 0.1, 0.2, 0.3, 0.35, 0.4, 0.5]}, seeds=5),
     # Study C's weight-decay regimes at xi = 0.35 (coexistence, partial / full inversion,
     # forgetting); checkpoints every 500 epochs so inversion can be measured over training.
-    "study-c-wd": Grid(presets=("quadratic-mlp",), task={"xi": 0.35}, train={"checkpoint_every": 500},
-                       axes={"weight_decay": [0.0, 1.0, 5.0, 15.0, 20.0]}, seeds=1),
+    "study-c-wd": Grid(
+        presets=("quadratic-mlp",),
+        task={"xi": 0.35},
+        train={"checkpoint_every": 500},
+        axes={"weight_decay": [0.0, 1.0, 5.0, 15.0, 20.0]},
+        seeds=1,
+    ),
 }
 
 

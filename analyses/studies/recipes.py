@@ -13,8 +13,8 @@ this process (`interp train`), in joblib workers and in Slurm jobs (`interp swee
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -62,7 +62,9 @@ class Recipe:
     task: Task
     model: dict[str, Any]
 
-    def spec(self, out: str | Path, train: Mapping[str, Any], tags: Mapping[str, Any] | None = None) -> RunSpec:
+    def spec(
+        self, out: str | Path, train: Mapping[str, Any], tags: Mapping[str, Any] | None = None
+    ) -> RunSpec:
         """One run of this recipe into `out`: the preset's training settings, then `train`.
 
         Raises:
@@ -82,7 +84,9 @@ def task_fields(preset: str) -> set[str]:
     return {f.name for f in dataclasses.fields(TASKS[PRESET_TASKS[preset]["name"]])}
 
 
-def recipe(preset: str, task_options: Mapping[str, Any] | None = None, *, task_name: str | None = None) -> Recipe:
+def recipe(
+    preset: str, task_options: Mapping[str, Any] | None = None, *, task_name: str | None = None
+) -> Recipe:
     """Build `preset`'s task (its study task, then `task_options`) and its model config.
 
     Args:
@@ -102,8 +106,13 @@ def recipe(preset: str, task_options: Mapping[str, Any] | None = None, *, task_n
 
 
 def plan_runs(
-    preset: str, task_options: Mapping[str, Any], train_options: Mapping[str, Any], seeds: Sequence[int] | None,
-    out: str | Path, *, task_name: str | None = None,
+    preset: str,
+    task_options: Mapping[str, Any],
+    train_options: Mapping[str, Any],
+    seeds: Sequence[int] | None,
+    out: str | Path,
+    *,
+    task_name: str | None = None,
 ) -> list[RunSpec]:
     """The runs of `interp train`: one per seed (``out/seed_<s>``), or one into `out` if `seeds` is None.
 
@@ -132,7 +141,9 @@ def train_spec(spec: RunSpec, *, device: str = "cpu", progress: bool = False) ->
     return train(spec.out, model, task, config, device=device, progress=progress)
 
 
-def train_specs_vectorized(specs: list[RunSpec], *, device: str = "cpu", progress: bool = False) -> list[dict[str, Any]]:
+def train_specs_vectorized(
+    specs: list[RunSpec], *, device: str = "cpu", progress: bool = False
+) -> list[dict[str, Any]]:
     """Train seeds of one shape (specs differing only in the seed) as one vectorised model.
 
     See `interp.training.vectorized.train_vectorized`; returns each run's summary in the order of `specs`.
@@ -145,10 +156,14 @@ def train_specs_vectorized(specs: list[RunSpec], *, device: str = "cpu", progres
 
     for spec in specs[1:]:  # one task object serves every seed; models and configs are checked there
         if spec.task != specs[0].task:
-            raise ConfigError(f"vectorised runs must share one task; {spec.out} and {specs[0].out} differ",
-                              "train them as separate groups")
+            raise ConfigError(
+                f"vectorised runs must share one task; {spec.out} and {specs[0].out} differ",
+                "train them as separate groups",
+            )
     where = [str(spec.out / "config.json") for spec in specs]
     configs = [from_dict(TrainConfig, spec.train, where=w) for spec, w in zip(specs, where)]
     task = task_from_dict(specs[0].task, where=where[0])
     models = [build_model(spec.model, seed=config.seed) for spec, config in zip(specs, configs)]
-    return train_vectorized([spec.out for spec in specs], models, task, configs, device=device, progress=progress)
+    return train_vectorized(
+        [spec.out for spec in specs], models, task, configs, device=device, progress=progress
+    )

@@ -42,7 +42,11 @@ def runs_frame(specs: list[RunSpec]) -> pd.DataFrame:
         row: dict[str, Any] = {**spec.tags, "run": str(spec.out), "done": is_done(spec.out)}
         if row["done"]:
             summary = read_done(spec.out)
-            row |= {f"final {k}": v for k, v in summary["final"].items() if k.endswith("/acc") and k.count("/") == 1}
+            row |= {
+                f"final {k}": v
+                for k, v in summary["final"].items()
+                if k.endswith("/acc") and k.count("/") == 1
+            }
             for name, m in summary["milestones"].items():
                 row |= {f"{name} epoch": m["step"], f"{name} kept": m["kept"]}
         rows.append(row)
@@ -64,12 +68,24 @@ def rate_table(specs: list[RunSpec]) -> pd.DataFrame:
             steps = [s["milestones"][name]["step"] for s in finished]
             reached = [x for x in steps if x is not None]
             low, high = wilson(len(reached), len(finished))
-            rows.append({
-                **dict(zip(keys, coords)), "milestone": name, "runs": len(summaries), "finished": len(finished),
-                "reached": len(reached), "rate": len(reached) / len(finished), "ci_low": low, "ci_high": high,
-                "kept": sum(s["milestones"][name]["kept"] for s in finished if s["milestones"][name]["step"] is not None),
-                "median epoch": statistics.median(reached) if reached else None,
-            })
+            rows.append(
+                {
+                    **dict(zip(keys, coords)),
+                    "milestone": name,
+                    "runs": len(summaries),
+                    "finished": len(finished),
+                    "reached": len(reached),
+                    "rate": len(reached) / len(finished),
+                    "ci_low": low,
+                    "ci_high": high,
+                    "kept": sum(
+                        s["milestones"][name]["kept"]
+                        for s in finished
+                        if s["milestones"][name]["step"] is not None
+                    ),
+                    "median epoch": statistics.median(reached) if reached else None,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -78,9 +94,20 @@ def accuracy_figure(run_dir: Path) -> go.Figure:
     records = read_metrics(run_dir)
     steps = [max(r["step"], 1) for r in records]
     splits = sorted({k.split("/")[0] for r in records for k in r if k.count("/") == 1 and k.endswith("/acc")})
-    fig = go.Figure([go.Scatter(x=steps, y=[r.get(f"{s}/acc") for r in records], name=s,
-                                hovertemplate=f"{s}<br>epoch %{{x}}<br>acc %{{y:.3f}}") for s in splits])
-    fig.update_layout(title=str(run_dir), xaxis={"type": "log", "title": "epoch"}, yaxis={"title": "accuracy"}, height=320)
+    fig = go.Figure(
+        [
+            go.Scatter(
+                x=steps,
+                y=[r.get(f"{s}/acc") for r in records],
+                name=s,
+                hovertemplate=f"{s}<br>epoch %{{x}}<br>acc %{{y:.3f}}",
+            )
+            for s in splits
+        ]
+    )
+    fig.update_layout(
+        title=str(run_dir), xaxis={"type": "log", "title": "epoch"}, yaxis={"title": "accuracy"}, height=320
+    )
     return fig
 
 
@@ -100,10 +127,15 @@ def write_report(sweep_dir: str | Path, *, figure=accuracy_figure) -> Path:
     rates, runs = rate_table(specs), runs_frame(specs)
     rates.to_csv(sweep_dir / RATES_FILE, index=False)
     runs.to_csv(sweep_dir / RUNS_FILE, index=False)
-    parts = [f"<h1>Sweep report: {html.escape(str(sweep_dir))}</h1>",
-             f"<pre>{html.escape(str(meta))}</pre>",
-             "<h2>Rates per configuration (Wilson 95% intervals)</h2>", rates.to_html(index=False, float_format="%.3f"),
-             "<h2>Runs</h2>", runs.to_html(index=False, float_format="%.3f"), "<h2>Evolution of every run</h2>"]
+    parts = [
+        f"<h1>Sweep report: {html.escape(str(sweep_dir))}</h1>",
+        f"<pre>{html.escape(str(meta))}</pre>",
+        "<h2>Rates per configuration (Wilson 95% intervals)</h2>",
+        rates.to_html(index=False, float_format="%.3f"),
+        "<h2>Runs</h2>",
+        runs.to_html(index=False, float_format="%.3f"),
+        "<h2>Evolution of every run</h2>",
+    ]
     for spec in specs:
         if is_done(spec.out):
             parts.append(figure(spec.out).to_html(full_html=False, include_plotlyjs=False))

@@ -32,33 +32,51 @@ import torch
 from analyses.drift import DriftResult
 from analyses.drift import Params as DriftParams
 from analyses.drift import compute as drift
-from analyses.subject import load_subject
 from analyses.rank import Params as RankParams
 from analyses.rank import compute as rank
-from interp.store import checkpoint_dir, list_checkpoints
+from analyses.studies.study_b_settings import WLMDSettings
+from analyses.subject import load_subject
 from interp.config import to_dict
 from interp.errors import ConfigError
+from interp.splits import split_digests
+from interp.store import checkpoint_dir, list_checkpoints
+from interp.store.run_folder import read_metrics
+from interp.training import TrainConfig, run_config, train
 from interp.training.config import FinetuneConfig
 from interp.training.finetune import finetune, trainable_norm
-from interp.store.run_folder import read_metrics
-from interp.splits import split_digests
-from interp.training import TrainConfig, run_config, train
-from interp.wlmd.sampler import ModelCVs, WLMDConfig, wlmd_produce, wlmd_run
 from interp.wlmd.grid import GridSpec, Schedule
-from analyses.studies.study_b_settings import WLMDSettings
+from interp.wlmd.sampler import ModelCVs, WLMDConfig, wlmd_produce, wlmd_run
 from models import build_model, load_model, preset_config
 from models.vocab import extend_vocab
 from tasks import ModAddTask, NoiseInjectionTask
 
 
-def goldilocks(out: str | Path, *, p: int = 67, train_frac: float = 0.5, weight_norm: float = 30.0,
-               epochs: int = 15000, lr: float = 1e-3, seed: int = 0, data_seed: int = 0,
-               model_overrides: Mapping[str, Any] | None = None, progress: bool = False, **train_kwargs: Any) -> Path:
+def goldilocks(
+    out: str | Path,
+    *,
+    p: int = 67,
+    train_frac: float = 0.5,
+    weight_norm: float = 30.0,
+    epochs: int = 15000,
+    lr: float = 1e-3,
+    seed: int = 0,
+    data_seed: int = 0,
+    model_overrides: Mapping[str, Any] | None = None,
+    progress: bool = False,
+    **train_kwargs: Any,
+) -> Path:
     """Train study B's AdamW-goldilocks model (`modadd-1l`, projected onto ``||w|| = weight_norm``)."""
     task = ModAddTask(p=p, train_frac=train_frac)
     model = build_model(preset_config("modadd-1l", task, **dict(model_overrides or {})), seed=seed)
-    config = TrainConfig(epochs=epochs, lr=lr, weight_decay=0.0, weight_norm=weight_norm, seed=seed,
-                         data_seed=data_seed, **train_kwargs)
+    config = TrainConfig(
+        epochs=epochs,
+        lr=lr,
+        weight_decay=0.0,
+        weight_norm=weight_norm,
+        seed=seed,
+        data_seed=data_seed,
+        **train_kwargs,
+    )
     train(out, model, task, config, progress=progress)
     return Path(out)
 
@@ -70,7 +88,8 @@ def _source(path: str | Path) -> tuple[torch.nn.Module, Any, dict[str, Any]]:
 
 def source_cvs(source: str | Path, k: float = 6.0) -> tuple[float, float]:
     """Study B's collective variables ``(ln train loss, 10 mean sigmoid(k margin) on test)`` of a
-    modular-addition run or checkpoint."""
+    modular-addition run or checkpoint.
+    """
     model, _, config = _source(source)
     cvs = _model_cvs(model, config, k)[0]
     with torch.no_grad():
@@ -78,17 +97,26 @@ def source_cvs(source: str | Path, k: float = 6.0) -> tuple[float, float]:
     return x, y
 
 
-def _model_cvs(model: torch.nn.Module, config: dict[str, Any], k: float) -> tuple[ModelCVs, ModAddTask, dict[str, Any]]:
+def _model_cvs(
+    model: torch.nn.Module, config: dict[str, Any], k: float
+) -> tuple[ModelCVs, ModAddTask, dict[str, Any]]:
     if config["task"].get("name") != "modadd":
-        raise ConfigError(f"study B's WLMD needs a modular-addition run, not task {config['task'].get('name')!r}")
+        raise ConfigError(
+            f"study B's WLMD needs a modular-addition run, not task {config['task'].get('name')!r}"
+        )
     task = ModAddTask(**{k_: v for k_, v in config["task"].items() if k_ != "name"})
     splits = task.splits(config["train"]["data_seed"])
     return ModelCVs(model, splits["train"], splits["test"], k=k), task, splits
 
 
 def wlmd_sample(
-    out: str | Path, source: str | Path, settings: WLMDSettings = WLMDSettings(), *, grid: GridSpec | None = None,
-    schedule: Schedule | None = None, window: tuple[float, float, float, float] | None = None,
+    out: str | Path,
+    source: str | Path,
+    settings: WLMDSettings = WLMDSettings(),
+    *,
+    grid: GridSpec | None = None,
+    schedule: Schedule | None = None,
+    window: tuple[float, float, float, float] | None = None,
 ) -> tuple[Path, list[Path]]:
     """WLMD from the model of `source` on its sphere: entropy phase into ``out/entropy``,
     production into ``out/samples`` (one checkpoint per snapshot in the window).
@@ -103,24 +131,58 @@ def wlmd_sample(
     theta = cvs.flatten()
     radius = config["train"].get("weight_norm") or float(theta.norm())
     x0, y0 = cvs(theta).tolist()
-    wcfg = WLMDConfig(grid=grid or settings.grid(x0, y0), schedule=schedule or settings.schedule(), sigma=(1.0, 1.0),
-                      dt=settings.dt, gamma=settings.gamma, kT=settings.kT, radius=radius,
-                      share_every=settings.share_every, seed=settings.seed)
+    wcfg = WLMDConfig(
+        grid=grid or settings.grid(x0, y0),
+        schedule=schedule or settings.schedule(),
+        sigma=(1.0, 1.0),
+        dt=settings.dt,
+        gamma=settings.gamma,
+        kT=settings.kT,
+        radius=radius,
+        share_every=settings.share_every,
+        seed=settings.seed,
+    )
     walk = {"data_seed": config["train"]["data_seed"], "loss": "cross_entropy", "weight_norm": radius}
     folder_config = run_config(model, task, walk, source=str(ckpt.path))
     digests = split_digests(splits)
     out = Path(out)
     start = theta.expand(settings.walkers, -1).clone()
-    sampler = wlmd_run(out / "entropy", folder_config, cvs, start, wcfg, settings.steps,
-                       checkpoint_every=settings.checkpoint_every, digests=digests)
-    samples = wlmd_produce(out / "samples", folder_config, cvs, sampler, settings.production_steps,
-                           window or settings.window(x0, y0), every=settings.every, max_samples=settings.max_samples,
-                           digests=digests)
+    sampler = wlmd_run(
+        out / "entropy",
+        folder_config,
+        cvs,
+        start,
+        wcfg,
+        settings.steps,
+        checkpoint_every=settings.checkpoint_every,
+        digests=digests,
+    )
+    samples = wlmd_produce(
+        out / "samples",
+        folder_config,
+        cvs,
+        sampler,
+        settings.production_steps,
+        window or settings.window(x0, y0),
+        every=settings.every,
+        max_samples=settings.max_samples,
+        digests=digests,
+    )
     return out, samples
 
 
-def inject(out: str | Path, source: str | Path, noise: str = "random", *, k: int = 37, new_classes: bool = False,
-           config: FinetuneConfig | None = None, keep_norm: bool = True, seed: int = 0, progress: bool = False) -> dict[str, Any]:
+def inject(
+    out: str | Path,
+    source: str | Path,
+    noise: str = "random",
+    *,
+    k: int = 37,
+    new_classes: bool = False,
+    config: FinetuneConfig | None = None,
+    keep_norm: bool = True,
+    seed: int = 0,
+    progress: bool = False,
+) -> dict[str, Any]:
     """Extend the vocabulary of `source`'s model by `k` tokens and fine-tune on train + `noise`.
 
     Returns `interp.training.finetune.finetune`'s summary (``reached``, ``steps``, ``final``, ...).
@@ -128,16 +190,29 @@ def inject(out: str | Path, source: str | Path, noise: str = "random", *, k: int
     model, ckpt, src = _source(source)
     if src["task"].get("name") != "modadd":
         raise ConfigError(f"inject needs a modular-addition run, not task {src['task'].get('name')!r}")
-    task = NoiseInjectionTask(p=src["task"]["p"], train_frac=src["task"]["train_frac"], k=k, noise=noise,
-                              new_classes=new_classes)
+    task = NoiseInjectionTask(
+        p=src["task"]["p"], train_frac=src["task"]["train_frac"], k=k, noise=noise, new_classes=new_classes
+    )
     extended = extend_vocab(model, k, k if new_classes else 0, seed=seed).train()
     norm = trainable_norm(extended)
     constrained = keep_norm and src["train"].get("weight_norm") is not None
     base = config or FinetuneConfig()
-    cfg = FinetuneConfig(**{**to_dict(base), "betas": tuple(base.betas), "data_seed": src["train"]["data_seed"],
-                             "weight_norm": norm if constrained else base.weight_norm})
-    extra = {"source": str(ckpt.path), "noise": noise, "k": k, "seed": seed, "norm_source": trainable_norm(model),
-             "norm_extended": norm}
+    cfg = FinetuneConfig(
+        **{
+            **to_dict(base),
+            "betas": tuple(base.betas),
+            "data_seed": src["train"]["data_seed"],
+            "weight_norm": norm if constrained else base.weight_norm,
+        }
+    )
+    extra = {
+        "source": str(ckpt.path),
+        "noise": noise,
+        "k": k,
+        "seed": seed,
+        "norm_source": trainable_norm(model),
+        "norm_extended": norm,
+    }
     return finetune(out, extended, task, cfg, extra=extra, progress=progress)
 
 
@@ -147,11 +222,22 @@ def forgetting_figure(runs: Mapping[str, str | Path]) -> go.Figure:
     for label, run in runs.items():
         records = read_metrics(run)
         steps = [r["step"] for r in records]
-        fig.add_scatter(x=steps, y=[r["test/acc"] for r in records], name=f"{label}: original test acc", mode="lines")
-        fig.add_scatter(x=steps, y=[r.get("train/noise/acc") for r in records], name=f"{label}: noise acc",
-                        mode="lines", line={"dash": "dot"})
-    fig.update_layout(title="Noise injection: original-task test accuracy (split 'test') and noise memorisation",
-                      xaxis_title="fine-tuning step", yaxis_title="accuracy", yaxis_range=[0, 1.02])
+        fig.add_scatter(
+            x=steps, y=[r["test/acc"] for r in records], name=f"{label}: original test acc", mode="lines"
+        )
+        fig.add_scatter(
+            x=steps,
+            y=[r.get("train/noise/acc") for r in records],
+            name=f"{label}: noise acc",
+            mode="lines",
+            line={"dash": "dot"},
+        )
+    fig.update_layout(
+        title="Noise injection: original-task test accuracy (split 'test') and noise memorisation",
+        xaxis_title="fine-tuning step",
+        yaxis_title="accuracy",
+        yaxis_range=[0, 1.02],
+    )
     return fig
 
 
@@ -169,10 +255,17 @@ def rank_figure(models: Mapping[str, str | Path]) -> go.Figure:
     frame = rank_frame(models)
     fig = go.Figure()
     for label in models:
-        fig.add_bar(x=[f"{m} L{layer}" if layer >= 0 else m for m, layer in zip(frame["matrix"], frame["layer"])],
-                    y=frame[label], name=label)
-    fig.update_layout(barmode="group", title="Effective rank (Roy-Vetterli), whole-layer matrices",
-                      xaxis_title="matrix, layer", yaxis_title="effective rank")
+        fig.add_bar(
+            x=[f"{m} L{layer}" if layer >= 0 else m for m, layer in zip(frame["matrix"], frame["layer"])],
+            y=frame[label],
+            name=label,
+        )
+    fig.update_layout(
+        barmode="group",
+        title="Effective rank (Roy-Vetterli), whole-layer matrices",
+        xaxis_title="matrix, layer",
+        yaxis_title="effective rank",
+    )
     return fig
 
 
@@ -181,12 +274,18 @@ def cosine_frame(pairs: Mapping[str, tuple[str | Path, str | Path]]) -> pd.DataF
     rows = []
     for label, (before, after) in pairs.items():
         result: DriftResult = drift(load_subject(after), DriftParams(reference=str(before)))
-        rows.append({"model": label, "cosine": result.total, "distance": result.distance,
-                     "norm_before": result.reference_norm, "norm_after": result.norm})
+        rows.append(
+            {
+                "model": label,
+                "cosine": result.total,
+                "distance": result.distance,
+                "norm_before": result.reference_norm,
+                "norm_after": result.norm,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def first_checkpoint(run: str | Path) -> Path:
     """The first checkpoint folder of a run (e.g. an injection run's step 0)."""
     return checkpoint_dir(run, list_checkpoints(run)[0])
-

@@ -23,18 +23,24 @@ from typing import Any
 import pandas as pd
 
 from analyses.studies.study_b import (
-    cosine_frame, forgetting_figure, goldilocks, inject, rank_figure, rank_frame, source_cvs, wlmd_sample,
+    cosine_frame,
+    forgetting_figure,
+    goldilocks,
+    inject,
+    rank_figure,
+    rank_frame,
+    source_cvs,
+    wlmd_sample,
 )
 from analyses.studies.study_b_settings import StudyBSettings
-from interp.store import checkpoint_dir, list_checkpoints
 from interp.config import to_dict
 from interp.errors import ConfigError
+from interp.store import checkpoint_dir, list_checkpoints
 from interp.store.atomic import atomic_write_json
-from interp.training.config import FinetuneConfig
 from interp.store.run_folder import is_done, read_config, read_done, read_metrics
-from interp.text import format_table
 from interp.sweep.specs import seed_folder, seed_folders
-
+from interp.text import format_table
+from interp.training.config import FinetuneConfig
 
 SETTINGS_FILE = "settings.json"
 NOISES = ("random", "square", "sum")
@@ -74,13 +80,25 @@ def run_seed(out: str | Path, seed: int, settings: StudyBSettings = StudyBSettin
         The seed folder.
     """
     folder = seed_folder(out, seed)
-    adamw = goldilocks(folder / "adamw", p=settings.p, train_frac=settings.train_frac, weight_norm=settings.weight_norm,
-                       epochs=settings.epochs, lr=settings.lr, seed=seed, model_overrides=settings.model_overrides)
+    adamw = goldilocks(
+        folder / "adamw",
+        p=settings.p,
+        train_frac=settings.train_frac,
+        weight_norm=settings.weight_norm,
+        epochs=settings.epochs,
+        lr=settings.lr,
+        seed=seed,
+        model_overrides=settings.model_overrides,
+    )
     samples = wlmd_samples(folder / "wlmd", adamw, seed, settings)
     if not samples:
-        warnings.warn(f"seed {seed}: no WLMD sample in the window; only the AdamW model is injected", stacklevel=2)
+        warnings.warn(
+            f"seed {seed}: no WLMD sample in the window; only the AdamW model is injected", stacklevel=2
+        )
     sources = {"adamw": adamw, **({"wlmd": samples[-1]} if samples else {})}
-    cfg = FinetuneConfig(lr=settings.injection_lr, max_steps=settings.max_steps, eval_every=settings.eval_every)
+    cfg = FinetuneConfig(
+        lr=settings.injection_lr, max_steps=settings.max_steps, eval_every=settings.eval_every
+    )
     for noise in NOISES:
         for label, source in sources.items():
             inject(folder / f"inject-{label}-{noise}", source, noise, k=settings.k, config=cfg, seed=seed)
@@ -93,10 +111,17 @@ def injection_row(run: str | Path) -> dict[str, Any]:
     config, done, records = read_config(run), read_done(run), read_metrics(run)
     source = config["injection"]["source"]
     cos = cosine_frame({"x": (source, run)}).iloc[0]
-    return {"noise": config["injection"]["noise"], "test_acc_before": records[0]["test/acc"],
-            "test_acc_after": done["final"]["test/acc"], "noise_acc_after": done["final"].get("train/noise/acc"),
-            "reached": done["reached"], "steps": done["steps"], "cosine_before_after": float(cos["cosine"]),
-            "distance_before_after": float(cos["distance"]), "source": source}
+    return {
+        "noise": config["injection"]["noise"],
+        "test_acc_before": records[0]["test/acc"],
+        "test_acc_after": done["final"]["test/acc"],
+        "noise_acc_after": done["final"].get("train/noise/acc"),
+        "reached": done["reached"],
+        "steps": done["steps"],
+        "cosine_before_after": float(cos["cosine"]),
+        "distance_before_after": float(cos["distance"]),
+        "source": source,
+    }
 
 
 def table(out: str | Path) -> pd.DataFrame:
@@ -120,12 +145,19 @@ def table(out: str | Path) -> pd.DataFrame:
 def summary(frame: pd.DataFrame) -> pd.DataFrame:
     """Mean (min, max) over seeds per noise and model of `table`'s rows, with the reference."""
     grouped = frame.groupby(["noise", "model"], sort=False)
-    result = grouped.agg(seeds=("seed", "count"), test_acc_after=("test_acc_after", "mean"),
-                         test_acc_after_min=("test_acc_after", "min"), test_acc_after_max=("test_acc_after", "max"),
-                         reached=("reached", "sum"), steps=("steps", "mean"),
-                         cosine_before_after=("cosine_before_after", "mean")).reset_index()
-    result["reference"] = [REFERENCE[m] if n == "random" else "gap narrower than random"
-                           for n, m in zip(result["noise"], result["model"])]
+    result = grouped.agg(
+        seeds=("seed", "count"),
+        test_acc_after=("test_acc_after", "mean"),
+        test_acc_after_min=("test_acc_after", "min"),
+        test_acc_after_max=("test_acc_after", "max"),
+        reached=("reached", "sum"),
+        steps=("steps", "mean"),
+        cosine_before_after=("cosine_before_after", "mean"),
+    ).reset_index()
+    result["reference"] = [
+        REFERENCE[m] if n == "random" else "gap narrower than random"
+        for n, m in zip(result["noise"], result["model"])
+    ]
     return result
 
 
@@ -142,16 +174,27 @@ def wlmd_frame(out: str | Path) -> pd.DataFrame:
         x0, y0 = source_cvs(folder / "adamw")
         x, y = source_cvs(last)
         cos = cosine_frame({"x": (folder / "adamw", last)}).iloc[0]
-        rows.append({"seed": seed, "samples": len(list_checkpoints(samples)), "x_adamw": x0,
-                     "y_adamw": y0, "x_wlmd": x, "y_wlmd": y, "cosine_adamw_wlmd": float(cos["cosine"]),
-                     "distance_adamw_wlmd": float(cos["distance"]), "walls": entropy[-1]["walls"] if entropy else None,
-                     "entropy_steps": entropy[-1]["step"] if entropy else 0})
+        rows.append(
+            {
+                "seed": seed,
+                "samples": len(list_checkpoints(samples)),
+                "x_adamw": x0,
+                "y_adamw": y0,
+                "x_wlmd": x,
+                "y_wlmd": y,
+                "cosine_adamw_wlmd": float(cos["cosine"]),
+                "distance_adamw_wlmd": float(cos["distance"]),
+                "walls": entropy[-1]["walls"] if entropy else None,
+                "entropy_steps": entropy[-1]["step"] if entropy else 0,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def _before_after(folder: Path, noise: str) -> dict[str, Path | str] | None:
     """``{"adamw before": source, "adamw after": run, "wlmd before": ..., ...}`` of a seed's
-    `noise` injections, or None unless both are finished."""
+    `noise` injections, or None unless both are finished.
+    """
     runs = {label: folder / f"inject-{label}-{noise}" for label in MODELS}
     if not all(is_done(run) for run in runs.values()):
         return None
@@ -173,10 +216,17 @@ def rank_table(out: str | Path, noise: str = "random") -> pd.DataFrame:
         return pd.DataFrame()
     frame = pd.concat(frames)
     frame = frame[frame["matrix"].isin(RANK_MATRICES)]
-    return frame.groupby(["matrix", "layer"], sort=False).mean(numeric_only=True).drop(columns="seed").reset_index()
+    return (
+        frame.groupby(["matrix", "layer"], sort=False)
+        .mean(numeric_only=True)
+        .drop(columns="seed")
+        .reset_index()
+    )
 
 
-def measure(out: str | Path, seeds: Sequence[int] = (0, 1, 2), settings: StudyBSettings = StudyBSettings()) -> pd.DataFrame:
+def measure(
+    out: str | Path, seeds: Sequence[int] = (0, 1, 2), settings: StudyBSettings = StudyBSettings()
+) -> pd.DataFrame:
     """Run the protocol for every seed (resuming finished steps) and return `table`'s rows.
 
     The settings are written to ``out/settings.json`` (a folder measured with other settings is
@@ -189,8 +239,10 @@ def measure(out: str | Path, seeds: Sequence[int] = (0, 1, 2), settings: StudyBS
     path, wanted = out / SETTINGS_FILE, to_dict(settings)
     if path.exists() and (found := json.loads(path.read_text())) != wanted:
         key = next(k for k in wanted if found.get(k) != wanted[k])
-        raise ConfigError(f"{out} was measured with other settings ({key}: {found.get(key)!r}, now {wanted[key]!r})",
-                          "use a new folder, or the same settings")
+        raise ConfigError(
+            f"{out} was measured with other settings ({key}: {found.get(key)!r}, now {wanted[key]!r})",
+            "use a new folder, or the same settings",
+        )
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(path, wanted)
     for seed in seeds:
@@ -201,16 +253,20 @@ def measure(out: str | Path, seeds: Sequence[int] = (0, 1, 2), settings: StudyBS
 def write_figures(out: str | Path) -> list[Path]:
     """Per seed, the study's figures as HTML in ``out/seed_<N>``: forgetting curves AdamW vs WLMD
     per noise type (`study_b.forgetting_figure`) and effective-rank bars before / after the
-    random-noise injection (`study_b.rank_figure`). Runs that are not finished are skipped."""
+    random-noise injection (`study_b.rank_figure`). Runs that are not finished are skipped.
+    """
     written = []
     for seed, folder in seed_folders(out).items():
         for noise in NOISES:
             runs = {label: folder / f"inject-{label}-{noise}" for label in MODELS}
-            runs = {("AdamW" if label == "adamw" else "WLMD"): run for label, run in runs.items() if is_done(run)}
+            runs = {
+                ("AdamW" if label == "adamw" else "WLMD"): run for label, run in runs.items() if is_done(run)
+            }
             if runs:
                 path = folder / f"forgetting_{noise}.html"
                 forgetting_figure(runs).update_layout(title=f"{folder.name}, {noise} noise").write_html(
-                    path, include_plotlyjs="directory")
+                    path, include_plotlyjs="directory"
+                )
                 written.append(path)
         models = _before_after(folder, "random")
         if models:

@@ -66,7 +66,9 @@ class WLMDSettings:
         check_real(owner, "window_x", self.window_x, 0, float("inf"))
         check_real(owner, "y_low", self.y_low, float("-inf"), Y_TOP, high_open=True)
         if not isinstance(self.bins, tuple) or len(self.bins) != 2:
-            raise ConfigError(f"WLMDSettings.bins = {self.bins!r} is invalid", "use two integers >= 1 (bins along x, y)")
+            raise ConfigError(
+                f"WLMDSettings.bins = {self.bins!r} is invalid", "use two integers >= 1 (bins along x, y)"
+            )
         for n in self.bins:
             check_int(owner, "bins", n, 1)
 
@@ -74,7 +76,9 @@ class WLMDSettings:
         """The entropy grid around a start at ``(x0, y0)`` (y's lower edge is lowered to hold it)."""
         from interp.wlmd.grid import GridSpec
 
-        return GridSpec((x0 - self.x_below, x0 + self.x_above), (min(self.y_low, y0 - 0.05), Y_TOP), *self.bins)
+        return GridSpec(
+            (x0 - self.x_below, x0 + self.x_above), (min(self.y_low, y0 - 0.05), Y_TOP), *self.bins
+        )
 
     def window(self, x0: float, y0: float) -> tuple[float, float, float, float]:
         """The production window ``(x_lo, x_hi, y_lo, y_hi)`` around a start at ``(x0, y0)``."""
@@ -89,7 +93,14 @@ class WLMDSettings:
 
 
 CPU_WLMD = WLMDSettings(
-    steps=2000, production_steps=500, walkers=1, x_below=0.75, x_above=0.25, y_low=9.5, bins=(4, 7), max_samples=4,
+    steps=2000,
+    production_steps=500,
+    walkers=1,
+    x_below=0.75,
+    x_above=0.25,
+    y_low=9.5,
+    bins=(4, 7),
+    max_samples=4,
 )
 """The CPU-scale protocol's WLMD: a short walk on a narrow grid around the AdamW model.
 
@@ -108,8 +119,9 @@ class StudyBSettings:
     weight_norm: float = param(30.0, "Sphere radius of the AdamW run (and of WLMD).")
     epochs: int = param(1000, "Full-batch epochs of the AdamW run.")
     lr: float = param(1.5e-3, "AdamW learning rate of the AdamW run.")
-    model_overrides: dict[str, Any] = param(None, "modadd-1l config fields to change (empty: the preset).",
-                                            factory=dict)
+    model_overrides: dict[str, Any] = param(
+        None, "modadd-1l config fields to change (empty: the preset).", factory=dict
+    )
     wlmd: WLMDSettings = param(CPU_WLMD, "The WLMD settings (a nested object; see WLMDSettings).")
     k: int = param(37, "New tokens of the noise set.")
     max_steps: int = param(2000, "Step cap of each injection.")

@@ -25,11 +25,16 @@ def page(name: str) -> str:
     analysis = get_analysis(name)
     helps = param_help(analysis.params)
     rows = "\n".join(
-        f"| `--{f.name.replace('_', '-')}` | `{f.default!r}` | {helps[f.name]} |" for f in dataclasses.fields(analysis.params)
+        f"| `--{f.name.replace('_', '-')}` | `{f.default!r}` | {helps[f.name]} |"
+        for f in dataclasses.fields(analysis.params)
     )
-    example = " ".join(f"--{f.name.replace('_', '-')} {f.default}" for f in dataclasses.fields(analysis.params)[:2])
+    example = " ".join(
+        f"--{f.name.replace('_', '-')} {f.default}" for f in dataclasses.fields(analysis.params)[:2]
+    )
     base = {f.name for f in dataclasses.fields(Result)}
-    result_fields = ", ".join(f"`{f.name}`" for f in dataclasses.fields(analysis.result) if f.name not in base)
+    result_fields = ", ".join(
+        f"`{f.name}`" for f in dataclasses.fields(analysis.result) if f.name not in base
+    )
     module = analysis.compute.__module__
     doc = inspect.getdoc(analysis.result) or ""
     return f"""# `{name}`
@@ -80,7 +85,8 @@ def _definition(analysis) -> str:  # noqa: ANN001 - an analyses.base.Analysis
         return ""
     reference = f"\n\n**Reference:** {analysis.reference}" if analysis.reference else ""
     scope = f"\n\nApplies to models: {', '.join(analysis.models)}" + (
-        f"; tasks: {', '.join(analysis.tasks)}." if analysis.tasks else ".")
+        f"; tasks: {', '.join(analysis.tasks)}." if analysis.tasks else "."
+    )
     return f"\n## Definition\n\n{analysis.definition}{reference}{scope}\n"
 
 
@@ -107,5 +113,6 @@ def _generate(app: Sphinx) -> None:
 
 
 def setup(app: Sphinx) -> dict:
+    """Register the page generator with Sphinx."""
     app.connect("builder-inited", _generate)
     return {"parallel_read_safe": True, "version": "1"}

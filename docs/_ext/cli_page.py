@@ -27,7 +27,9 @@ This page is generated from the commands themselves. The registered analyses (`i
 """
 
 
-def commands(group: click.Group, ctx: click.Context, prefix: str = "interp") -> list[tuple[str, click.Command]]:
+def commands(
+    group: click.Group, ctx: click.Context, prefix: str = "interp"
+) -> list[tuple[str, click.Command]]:
     """Every command under `group` as ``(full name, command)``, subcommands after their group."""
     found = []
     for name in group.list_commands(ctx):
@@ -50,7 +52,11 @@ def section(name: str, command: click.Command, ctx: click.Context) -> str:
             rows.append(f"| `{param.name.upper()}` | argument | | |")
             continue
         flags = ", ".join(f"`{o}`" for o in [*param.opts, *param.secondary_opts])
-        default = "" if param.default is None or param.is_flag and param.default is False else f"`{param.default!r}`"
+        default = (
+            ""
+            if param.default is None or param.is_flag and param.default is False
+            else f"`{param.default!r}`"
+        )
         kind = "flag" if param.is_flag else param.type.name + (f" x {param.nargs}" if param.nargs > 1 else "")
         rows.append(f"| {flags} | {_cell(kind)} | {default} | {_cell(param.help or '')} |")
     text = (command.help or "").replace("\b\n", "")
@@ -76,5 +82,6 @@ def _generate(app: Sphinx) -> None:
 
 
 def setup(app: Sphinx) -> dict:
+    """Register the page generator with Sphinx."""
     app.connect("builder-inited", _generate)
     return {"parallel_read_safe": True, "version": "1"}

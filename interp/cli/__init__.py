@@ -22,7 +22,9 @@ from interp.errors import InterpError, TrainingInterrupted
 EXIT_RUNTIME, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 
 
-@click.group(cls=CommandGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=CommandGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
+)
 @click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
 @click.version_option(package_name="interp")
 @click.pass_context
@@ -48,7 +50,9 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"error: {err} [see docs/errors.md#{err.anchor}]", err=True)
         sys.exit(EXIT_USAGE)
     except TrainingInterrupted as err:
-        click.echo(f"interrupted: {err}; run the same command (or interp train --resume) to continue", err=True)
+        click.echo(
+            f"interrupted: {err}; run the same command (or interp train --resume) to continue", err=True
+        )
         sys.exit(128 + err.signum)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)

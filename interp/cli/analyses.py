@@ -34,12 +34,23 @@ def analysis_command(name: str) -> click.Command:
         click.echo(f"{name} of {subject.source} (step {subject.step})\n{result.table()}\nsaved to {folder}")
 
     options = [
-        click.Option(["--ckpt"], required=True, type=click.Path(), help="A run folder (its latest checkpoint) or a checkpoint folder."),
-        click.Option(["--out"], default=None, type=click.Path(file_okay=False),
-                     help="Result folder [default: RUN/analyses/NAME/step_N]."),
+        click.Option(
+            ["--ckpt"],
+            required=True,
+            type=click.Path(),
+            help="A run folder (its latest checkpoint) or a checkpoint folder.",
+        ),
+        click.Option(
+            ["--out"],
+            default=None,
+            type=click.Path(file_okay=False),
+            help="Result folder [default: RUN/analyses/NAME/step_N].",
+        ),
     ]
     options += config_params(analysis.params)
-    return click.Command(name, callback=run, params=options, help=analysis.summary, short_help=analysis.summary)
+    return click.Command(
+        name, callback=run, params=options, help=analysis.summary, short_help=analysis.summary
+    )
 
 
 def default_out(checkpoint: str | None, name: str) -> Path:
@@ -50,14 +61,25 @@ def default_out(checkpoint: str | None, name: str) -> Path:
 
 @click.command()
 @click.option("--run", "run_dir", type=click.Path(file_okay=False), required=True, help="A run folder.")
-@click.option("--analysis", default=None, help="A registered analysis to evolve [default: study A's circuit figure].")
-@click.option("--param", "params", multiple=True,
-              help="An analysis parameter, NAME=VALUE (repeatable), e.g. split=train or frequencies=14,35.")
-@click.option("--out", type=click.Path(file_okay=False), default=None, help="Output folder [default: RUN/evolution].")
+@click.option(
+    "--analysis", default=None, help="A registered analysis to evolve [default: study A's circuit figure]."
+)
+@click.option(
+    "--param",
+    "params",
+    multiple=True,
+    help="An analysis parameter, NAME=VALUE (repeatable), e.g. split=train or frequencies=14,35.",
+)
+@click.option(
+    "--out", type=click.Path(file_okay=False), default=None, help="Output folder [default: RUN/evolution]."
+)
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
-def evolve(run_dir: str, analysis: str | None, params: tuple[str, ...], out: str | None, no_progress: bool) -> None:
+def evolve(
+    run_dir: str, analysis: str | None, params: tuple[str, ...], out: str | None, no_progress: bool
+) -> None:
     """Run an analysis over every checkpoint of a run (cached per step), or draw study A's
-    circuit-evolution figure and checkpoint explorer."""
+    circuit-evolution figure and checkpoint explorer.
+    """
     from analyses import get_analysis
     from analyses.evolution import evolve as evolve_run
 
@@ -66,7 +88,9 @@ def evolve(run_dir: str, analysis: str | None, params: tuple[str, ...], out: str
     if analysis is None:
         from analyses.studies.study_a import attention_explorer, circuit_evolution_figure
 
-        circuit_evolution_figure(run_dir, progress=not no_progress).write_html(folder / "circuit_evolution.html", include_plotlyjs="directory")
+        circuit_evolution_figure(run_dir, progress=not no_progress).write_html(
+            folder / "circuit_evolution.html", include_plotlyjs="directory"
+        )
         attention_explorer(run_dir).write_html(folder / "explorer.html", include_plotlyjs="directory")
         click.echo(f"wrote {folder / 'circuit_evolution.html'} and {folder / 'explorer.html'}")
         return
@@ -80,7 +104,14 @@ def evolve(run_dir: str, analysis: str | None, params: tuple[str, ...], out: str
 @click.command()
 @click.option("--label", default="sum-mod2", show_default=True, help="True rule: sum-mod2 or sum-mod3.")
 @click.option("--shortcut", default="max", show_default=True, help="Spurious feature: max or first.")
-@click.option("--r", "r", default=0.9, show_default=True, type=float, help="Spurious ratio of the train split, in [0, 1].")
+@click.option(
+    "--r",
+    "r",
+    default=0.9,
+    show_default=True,
+    type=float,
+    help="Spurious ratio of the train split, in [0, 1].",
+)
 @click.option("--preset", default="mpsp-2l2h", show_default=True, help="Model preset.")
 @click.option("--data-seed", default=0, show_default=True, type=int, help="Seed of the data splits.")
 def describe(label: str, shortcut: str, r: float, preset: str, data_seed: int) -> None:
@@ -110,8 +141,10 @@ def params_from_strings(analysis: Any, items: tuple[str, ...] | list[str]) -> An
         name, sep, text = item.partition("=")
         name = name.strip().replace("-", "_")
         if not sep or name not in fields:
-            raise ConfigError(f"--param {item!r} is not NAME=VALUE with a parameter of {analysis.name}",
-                              did_you_mean(name, fields))
+            raise ConfigError(
+                f"--param {item!r} is not NAME=VALUE with a parameter of {analysis.name}",
+                did_you_mean(name, fields),
+            )
         kind = type(fields[name].default)
         try:
             values[name] = _BOOLS[text.strip().lower()] if kind is bool else kind(text)

@@ -18,16 +18,37 @@ from analyses.registry import REGISTRY
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("interp.cli.train", "Train a model on a task into a run folder (resumable)."),
-    "sweep": ("interp.cli.sweep", "Train a grid of runs (finished runs skipped, interrupted ones resumed), then report."),
-    "report": ("interp.cli.sweep", "Write a report of sweeps or results: rates with Wilson intervals, every run."),
+    "sweep": (
+        "interp.cli.sweep",
+        "Train a grid of runs (finished runs skipped, interrupted ones resumed), then report.",
+    ),
+    "report": (
+        "interp.cli.sweep",
+        "Write a report of sweeps or results: rates with Wilson intervals, every run.",
+    ),
     "demo": ("interp.cli.sweep", "The main job on built-in defaults: a small study-A sweep and its report."),
-    "evolve": ("interp.cli.analyses", "Run an analysis over every checkpoint of a run, or draw study A's circuit evolution."),
+    "evolve": (
+        "interp.cli.analyses",
+        "Run an analysis over every checkpoint of a run, or draw study A's circuit evolution.",
+    ),
     "describe": ("interp.cli.analyses", "Build a study-A dataset and model and print a summary of both."),
-    "inject": ("interp.cli.studies", "Study B: extend a model's vocabulary, fine-tune on train + noise, track forgetting."),
-    "wlmd": ("interp.cli.studies", "Study B: Wang-Landau molecular dynamics on the weight sphere; equilibrium samples."),
-    "study-b": ("interp.cli.studies", "Study B (the grokked illusion): the protocol per seed, and its tables."),
+    "inject": (
+        "interp.cli.studies",
+        "Study B: extend a model's vocabulary, fine-tune on train + noise, track forgetting.",
+    ),
+    "wlmd": (
+        "interp.cli.studies",
+        "Study B: Wang-Landau molecular dynamics on the weight sphere; equilibrium samples.",
+    ),
+    "study-b": (
+        "interp.cli.studies",
+        "Study B (the grokked illusion): the protocol per seed, and its tables.",
+    ),
     "study-c": ("interp.cli.studies", "Study C (label-noise grokking): tables and figures of its sweeps."),
-    "import": ("interp.cli.imports", "Bring a TransformerLens-convention checkpoint into a run folder (no pickled code)."),
+    "import": (
+        "interp.cli.imports",
+        "Bring a TransformerLens-convention checkpoint into a run folder (no pickled code).",
+    ),
 }
 """Built-in command name -> (its module, the one-line summary `interp --help` shows)."""
 
@@ -36,14 +57,18 @@ class CommandGroup(click.Group):
     """A click group whose commands (built-in and registered analyses) load on first use."""
 
     def list_commands(self, ctx: click.Context | None) -> list[str]:
+        """Built-in commands and registered analyses, sorted."""
         return sorted(set(super().list_commands(ctx)) | set(COMMANDS) | set(REGISTRY))
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        """The command `name`, importing its module (or building the analysis) on first use."""
         if name not in self.commands:
             if name in COMMANDS:
                 module = importlib.import_module(COMMANDS[name][0])
                 attribute = name.replace("-", "_")
-                self.add_command(getattr(module, attribute + "_" if keyword.iskeyword(attribute) else attribute), name)
+                self.add_command(
+                    getattr(module, attribute + "_" if keyword.iskeyword(attribute) else attribute), name
+                )
             elif name in REGISTRY:
                 from interp.cli.analyses import analysis_command
 
@@ -51,6 +76,7 @@ class CommandGroup(click.Group):
         return super().get_command(ctx, name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """List every command with its summary, importing none of them."""
         rows = [(name, summary(name)) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)

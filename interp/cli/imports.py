@@ -45,7 +45,8 @@ RESAVE = (
 
 def _numpy_data_globals() -> list[Any]:
     """The numpy constructors of numeric scalars: the scalar, `numpy.dtype`, and (numpy >= 1.25,
-    which pickles a dtype by its class) the numeric dtype classes. They build data from bytes."""
+    which pickles a dtype by its class) the numeric dtype classes. They build data from bytes.
+    """
     import numpy as np
 
     core = getattr(np, "_core", None) or np.core
@@ -211,15 +212,34 @@ def import_checkpoint(
 
 @click.command(name="import")
 @click.argument("source", type=click.Path(dir_okay=False))
-@click.option("--task", "task_name", required=True, help="Task family the model was trained on: mpsp, modadd or noise.")
+@click.option(
+    "--task", "task_name", required=True, help="Task family the model was trained on: mpsp, modadd or noise."
+)
 @_TASK_OPTIONS
-@click.option("--data-seed", default=0, show_default=True, type=int,
-              help="Seed of the task's splits (their digests go into the run).")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
-              help="TransformerLens config.json [default: in the torch file, or beside a .safetensors].")
-@click.option("--loss", type=click.Choice(["cross_entropy", "mse"]), default="cross_entropy",
-              show_default=True, help="Loss the analyses report (the one the model was trained with).")
-@click.option("--step", default=0, show_default=True, type=int, help="Training step to file the checkpoint under.")
+@click.option(
+    "--data-seed",
+    default=0,
+    show_default=True,
+    type=int,
+    help="Seed of the task's splits (their digests go into the run).",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="TransformerLens config.json [default: in the torch file, or beside a .safetensors].",
+)
+@click.option(
+    "--loss",
+    type=click.Choice(["cross_entropy", "mse"]),
+    default="cross_entropy",
+    show_default=True,
+    help="Loss the analyses report (the one the model was trained with).",
+)
+@click.option(
+    "--step", default=0, show_default=True, type=int, help="Training step to file the checkpoint under."
+)
 @click.option("--out", type=click.Path(file_okay=False), required=True, help="Run folder to create.")
 def import_(source, task_name, data_seed, config_path, loss, step, out, **options) -> None:
     """Bring a TransformerLens-convention checkpoint (a .pt/.pth holding a state dict and a config dict, or
@@ -232,7 +252,14 @@ def import_(source, task_name, data_seed, config_path, loss, step, out, **option
       interp import model.safetensors --task mpsp --r 0.9 --out runs/tl-mpsp
     """
     task = {"name": task_name, **given(options, _TASK_OPTIONS.names)}
-    summary = import_checkpoint(Path(source), task, Path(out), data_seed=data_seed, step=step, loss=loss,
-                                config_path=Path(config_path) if config_path else None)
+    summary = import_checkpoint(
+        Path(source),
+        task,
+        Path(out),
+        data_seed=data_seed,
+        step=step,
+        loss=loss,
+        config_path=Path(config_path) if config_path else None,
+    )
     accuracy = ", ".join(f"{k} {v:.3f}" for k, v in summary["final"].items() if k.endswith("/acc"))
     click.echo(f"imported {source} into {out} (step {summary['step']}); {accuracy}")

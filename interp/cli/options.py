@@ -54,9 +54,17 @@ def field_option(
         return None  # mutable defaults (mappings) are JSON settings, not options
     flag = flag_of(field.name)
     if kind is bool:
-        return [f"{flag}/--no-{flag[2:]}", field.name], {"default": default, "show_default": defaults, "help": help_text}
-    return [flag, field.name], {"type": kind, "default": default, "show_default": defaults and default is not None,
-                                "help": help_text}
+        return [f"{flag}/--no-{flag[2:]}", field.name], {
+            "default": default,
+            "show_default": defaults,
+            "help": help_text,
+        }
+    return [flag, field.name], {
+        "type": kind,
+        "default": default,
+        "show_default": defaults and default is not None,
+        "help": help_text,
+    }
 
 
 def _click_type(hint: Any) -> Any:
@@ -72,7 +80,10 @@ def _click_type(hint: Any) -> Any:
 
 
 def config_options(
-    *classes: type, exclude: Iterable[str] = (), defaults: bool = True, label: Callable[[type], str] | None = None,
+    *classes: type,
+    exclude: Iterable[str] = (),
+    defaults: bool = True,
+    label: Callable[[type], str] | None = None,
 ) -> Callable[[F], F]:
     """A decorator adding one option per field of `classes` (a field shared by several, once).
 
@@ -110,7 +121,11 @@ def config_options(
 def config_params(cls: type, *, exclude: Iterable[str] = ()) -> list[click.Option]:
     """The options of `cls`'s fields as `click.Option` objects (for commands built at run time)."""
     hints = typing.get_type_hints(cls)
-    made = [field_option(f, hints[f.name]) for f in dataclasses.fields(cls) if f.init and f.name not in set(exclude)]
+    made = [
+        field_option(f, hints[f.name])
+        for f in dataclasses.fields(cls)
+        if f.init and f.name not in set(exclude)
+    ]
     return [click.Option(decls, **attrs) for decls, attrs in filter(None, made)]
 
 

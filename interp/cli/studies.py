@@ -27,13 +27,21 @@ _WLMD_OPTIONS = config_options(WLMDSettings)
 
 
 @click.command()
-@click.option("--ckpt", type=click.Path(), required=True,
-              help="A modular-addition run (its latest checkpoint) or checkpoint folder.")
+@click.option(
+    "--ckpt",
+    type=click.Path(),
+    required=True,
+    help="A modular-addition run (its latest checkpoint) or checkpoint folder.",
+)
 @click.option("--out", type=click.Path(file_okay=False), required=True, help="Run folder of the fine-tuning.")
 @_NOISE_OPTIONS
 @_FINETUNE_OPTIONS
-@click.option("--keep-norm/--no-keep-norm", default=True, show_default=True,
-              help="Stay on the sphere if the source run was norm-constrained.")
+@click.option(
+    "--keep-norm/--no-keep-norm",
+    default=True,
+    show_default=True,
+    help="Stay on the sphere if the source run was norm-constrained.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the new embedding rows.")
 @click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
 def inject(ckpt: str, out: str, keep_norm: bool, seed: int, no_progress: bool, **options: Any) -> None:
@@ -42,17 +50,37 @@ def inject(ckpt: str, out: str, keep_norm: bool, seed: int, no_progress: bool, *
 
     config = FinetuneConfig(**given(options, _FINETUNE_OPTIONS.names))
     noise = given(options, _NOISE_OPTIONS.names)
-    summary = run_injection(out, ckpt, noise.pop("noise"), **noise, config=config, keep_norm=keep_norm, seed=seed,
-                            progress=not no_progress)
-    accuracies = ", ".join(f"{key} {value:.3f}" for key, value in summary["final"].items() if key.endswith("/acc"))
-    click.echo(f"reached {config.target_acc}: {summary['reached']} after {summary['steps']} steps; final: {accuracies}")
+    summary = run_injection(
+        out,
+        ckpt,
+        noise.pop("noise"),
+        **noise,
+        config=config,
+        keep_norm=keep_norm,
+        seed=seed,
+        progress=not no_progress,
+    )
+    accuracies = ", ".join(
+        f"{key} {value:.3f}" for key, value in summary["final"].items() if key.endswith("/acc")
+    )
+    click.echo(
+        f"reached {config.target_acc}: {summary['reached']} after {summary['steps']} steps; final: {accuracies}"
+    )
 
 
 @click.command()
-@click.option("--ckpt", type=click.Path(), required=True,
-              help="The AdamW (goldilocks) run or checkpoint the walkers start from.")
-@click.option("--out", type=click.Path(file_okay=False), required=True,
-              help="Folder: OUT/entropy (resumable) and OUT/samples.")
+@click.option(
+    "--ckpt",
+    type=click.Path(),
+    required=True,
+    help="The AdamW (goldilocks) run or checkpoint the walkers start from.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    required=True,
+    help="Folder: OUT/entropy (resumable) and OUT/samples.",
+)
 @_WLMD_OPTIONS
 def wlmd(ckpt: str, out: str, **options: Any) -> None:
     """Study B: Wang-Landau molecular dynamics on the weight sphere; save equilibrium samples.
@@ -78,9 +106,16 @@ def study_b() -> None:
 @study_b.command("measure")
 @click.argument("out", type=click.Path(file_okay=False))
 @click.option("--seeds", default="0-2", show_default=True, help="Seeds: e.g. 0-2 or 0,3,5.")
-@click.option("--settings", "settings_json", default="{}", show_default=True,
-              help='JSON overrides of StudyBSettings, e.g. \'{"epochs": 2000, "wlmd": {"dt": 3e-4}}\'.')
-@click.option("--table-only", is_flag=True, help="Only rebuild the tables and figures from the finished runs.")
+@click.option(
+    "--settings",
+    "settings_json",
+    default="{}",
+    show_default=True,
+    help='JSON overrides of StudyBSettings, e.g. \'{"epochs": 2000, "wlmd": {"dt": 3e-4}}\'.',
+)
+@click.option(
+    "--table-only", is_flag=True, help="Only rebuild the tables and figures from the finished runs."
+)
 @click.option("--threads", type=int, default=1, show_default=True, help="torch threads.")
 def study_b_measure(out: str, seeds: str, settings_json: str, table_only: bool, threads: int) -> None:
     """Goldilocks AdamW -> WLMD sample -> injection of each noise type, per seed; then the tables."""
@@ -106,13 +141,26 @@ def study_c() -> None:
 
 @study_c.command("report")
 @click.argument("sweep", type=click.Path(file_okay=False))
-@click.option("--wd", type=click.Path(file_okay=False, exists=True), default=None,
-              help="Folder of `interp sweep --grid study-c-wd`.")
-@click.option("--out", type=click.Path(file_okay=False), default=None, help="Output folder [default: SWEEP/study_c].")
+@click.option(
+    "--wd",
+    type=click.Path(file_okay=False, exists=True),
+    default=None,
+    help="Folder of `interp sweep --grid study-c-wd`.",
+)
+@click.option(
+    "--out", type=click.Path(file_okay=False), default=None, help="Output folder [default: SWEEP/study_c]."
+)
 @click.option("--ipr", is_flag=True, help="Also draw the IPR evolution of seed 0 at every xi.")
-@click.option("--train", "grid", default=None, help="First train this grid into SWEEP, seed by seed (all xi of seed 0 first).")
+@click.option(
+    "--train",
+    "grid",
+    default=None,
+    help="First train this grid into SWEEP, seed by seed (all xi of seed 0 first).",
+)
 @click.option("--epochs", type=int, default=None, help="With --train: epochs per run [default: the grid's].")
-def study_c_report(sweep: str, wd: str | None, out: str | None, ipr: bool, grid: str | None, epochs: int | None) -> None:
+def study_c_report(
+    sweep: str, wd: str | None, out: str | None, ipr: bool, grid: str | None, epochs: int | None
+) -> None:
     """The xi table against the reference, t_gen vs xi, the weight-decay regimes (SWEEP: `--grid study-c`)."""
     from analyses.studies.study_c import markdown_table, runs_table, train_seed_major, write_study_c, xi_table
 
@@ -127,9 +175,11 @@ def _json_object(text: str, option: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except ValueError as err:
-        raise ConfigError(f"{option} {text!r} is not JSON ({err})", 'give e.g. \'{"epochs": 2000}\'') from None
+        raise ConfigError(
+            f"{option} {text!r} is not JSON ({err})", "give e.g. '{\"epochs\": 2000}'"
+        ) from None
     if not isinstance(value, dict):
-        raise ConfigError(f"{option} {text!r} is not a JSON object", 'give e.g. \'{"epochs": 2000}\'')
+        raise ConfigError(f"{option} {text!r} is not a JSON object", "give e.g. '{\"epochs\": 2000}'")
     return value
 
 

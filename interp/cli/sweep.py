@@ -25,7 +25,9 @@ def load_grid(name_or_file: str, *, seeds: int | None, epochs: int | None, axes:
         except (OSError, ValueError) as err:
             raise ConfigError(f"cannot read grid file {name_or_file!r}: {err}") from None
     else:
-        raise ConfigError(f"unknown grid {name_or_file!r}", did_you_mean(name_or_file, GRIDS) + ", or a .json file")
+        raise ConfigError(
+            f"unknown grid {name_or_file!r}", did_you_mean(name_or_file, GRIDS) + ", or a .json file"
+        )
     overrides: dict[str, Any] = {}
     if seeds is not None:
         overrides["seeds"] = seeds
@@ -51,8 +53,9 @@ def _parse_axis(text: str) -> tuple[str, list[Any]]:
     return name.strip(), [parse(v.strip()) for v in values.split(",")]
 
 
-def make_executor(kind: str, *, jobs: int | None, threads: int | None, folder: Path, partition: str | None,
-                  timeout_min: int) -> Any:
+def make_executor(
+    kind: str, *, jobs: int | None, threads: int | None, folder: Path, partition: str | None, timeout_min: int
+) -> Any:
     """The executor named on the command line: local (joblib), slurm or submitit-local."""
     from interp.sweep.executors import LocalExecutor
 
@@ -61,14 +64,19 @@ def make_executor(kind: str, *, jobs: int | None, threads: int | None, folder: P
     from interp.sweep.executors import SubmititExecutor
 
     cluster = {"slurm": "slurm", "submitit-local": "local"}[kind]
-    return SubmititExecutor(folder=folder / "submitit", cluster=cluster, partition=partition,
-                            timeout_min=timeout_min, threads=threads)
+    return SubmititExecutor(
+        folder=folder / "submitit",
+        cluster=cluster,
+        partition=partition,
+        timeout_min=timeout_min,
+        threads=threads,
+    )
 
 
 def run_grid(grid: Any, out: Path, executor: Any, *, progress: bool) -> tuple[int, list[str]]:
     """Write the sweep file, train every unfinished run, and return (finished, failures)."""
-    from analyses.studies.recipes import train_spec
     from analyses.studies.grids import expand
+    from analyses.studies.recipes import train_spec
     from interp.config import to_dict
     from interp.sweep.specs import run_sweep, write_sweep
 
@@ -99,19 +107,32 @@ _EXECUTORS = click.Choice(["local", "slurm", "submitit-local"])
 
 
 @click.command()
-@click.option("--grid", default="demo", show_default=True, help="A named grid (demo, study-a, study-c) or a grid .json file.")
-@click.option("--set", "axes", multiple=True, help="Sweep a field: FIELD=V1,V2 (task or training field; repeatable).")
+@click.option(
+    "--grid",
+    default="demo",
+    show_default=True,
+    help="A named grid (demo, study-a, study-c) or a grid .json file.",
+)
+@click.option(
+    "--set", "axes", multiple=True, help="Sweep a field: FIELD=V1,V2 (task or training field; repeatable)."
+)
 @click.option("--seeds", type=int, default=None, help="Seeds per configuration [default: the grid's].")
 @click.option("--epochs", type=int, default=None, help="Epochs per run [default: the grid's].")
-@click.option("--out", type=click.Path(file_okay=False), required=True, help="Sweep folder (created, or resumed).")
+@click.option(
+    "--out", type=click.Path(file_okay=False), required=True, help="Sweep folder (created, or resumed)."
+)
 @click.option("--executor", type=_EXECUTORS, default="local", show_default=True, help="Where runs execute.")
 @click.option("--jobs", type=int, default=None, help="Local runs in parallel [default: one per core].")
 @click.option("--threads", type=int, default=None, help="torch threads per run.")
 @click.option("--partition", default=None, help="Slurm partition.")
 @click.option("--timeout-min", type=int, default=240, show_default=True, help="Slurm time limit per run.")
-@click.option("--report/--no-report", default=True, show_default=True, help="Write the HTML report at the end.")
+@click.option(
+    "--report/--no-report", default=True, show_default=True, help="Write the HTML report at the end."
+)
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
-def sweep(grid, axes, seeds, epochs, out, executor, jobs, threads, partition, timeout_min, report, no_progress) -> None:
+def sweep(
+    grid, axes, seeds, epochs, out, executor, jobs, threads, partition, timeout_min, report, no_progress
+) -> None:
     """Train a grid of runs (finished runs are skipped, interrupted ones resume), then report.
 
     \b
@@ -121,7 +142,9 @@ def sweep(grid, axes, seeds, epochs, out, executor, jobs, threads, partition, ti
     """
     out_dir = Path(out)
     the_grid = load_grid(grid, seeds=seeds, epochs=epochs, axes=list(axes))
-    runner = make_executor(executor, jobs=jobs, threads=threads, folder=out_dir, partition=partition, timeout_min=timeout_min)
+    runner = make_executor(
+        executor, jobs=jobs, threads=threads, folder=out_dir, partition=partition, timeout_min=timeout_min
+    )
     finished, failures = run_grid(the_grid, out_dir, runner, progress=not no_progress)
     click.echo(f"{finished} runs finished in {out_dir}")
     if report:
@@ -132,20 +155,29 @@ def sweep(grid, axes, seeds, epochs, out, executor, jobs, threads, partition, ti
 
 @click.command()
 @click.argument("sweep_dir", type=click.Path(file_okay=False))
-@click.option("--evolution/--no-evolution", default=False, show_default=True,
-              help="Per-run circuit-evolution figures (study A; computes fingerprints and gradients per checkpoint).")
+@click.option(
+    "--evolution/--no-evolution",
+    default=False,
+    show_default=True,
+    help="Per-run circuit-evolution figures (study A; computes fingerprints and gradients per checkpoint).",
+)
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
 def report(sweep_dir: str, evolution: bool, no_progress: bool) -> None:
     """Write SWEEP_DIR/report.html: rates per configuration with Wilson intervals, every run's figure."""
-    click.echo(f"report: {write_sweep_report(Path(sweep_dir), evolution=evolution, progress=not no_progress)}")
+    click.echo(
+        f"report: {write_sweep_report(Path(sweep_dir), evolution=evolution, progress=not no_progress)}"
+    )
 
 
 @click.command()
-@click.option("--out", type=click.Path(file_okay=False), default="runs/demo", show_default=True, help="Sweep folder.")
+@click.option(
+    "--out", type=click.Path(file_okay=False), default="runs/demo", show_default=True, help="Sweep folder."
+)
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
 def demo(out: str, no_progress: bool) -> None:
     """The main job on built-in defaults: a small study-A sweep (1 vs 2 layers, r = 0.5 vs 0.9),
-    its circuit evolution, and an HTML report. About 10 minutes on 2 CPU cores."""
+    its circuit evolution, and an HTML report. About 10 minutes on 2 CPU cores.
+    """
     import time
 
     start = time.perf_counter()

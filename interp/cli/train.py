@@ -15,15 +15,22 @@ import click
 
 from interp.cli.options import config_options, given, parse_seeds
 from interp.errors import ConfigError
+from interp.sweep.specs import RunSpec
+from interp.text import format_table
 from interp.training.config import TrainConfig
 from tasks import TASKS
-from interp.text import format_table
-from interp.sweep.specs import RunSpec
 
 
 def runs_from_options(
-    *, preset: str | None, task_name: str | None, seed: int | None, seeds: list[int] | None,
-    out: str | None, resume: str | None, task_options: dict[str, Any], train_options: dict[str, Any],
+    *,
+    preset: str | None,
+    task_name: str | None,
+    seed: int | None,
+    seeds: list[int] | None,
+    out: str | None,
+    resume: str | None,
+    task_options: dict[str, Any],
+    train_options: dict[str, Any],
 ) -> list[RunSpec]:
     """Validate the options and return one `RunSpec` per run to train.
 
@@ -31,11 +38,22 @@ def runs_from_options(
         ConfigError: On conflicting or missing options, or any invalid config value.
     """
     if resume is not None:
-        given = [name for name, value in [("--preset", preset), ("--task", task_name), ("--seed", seed),
-                 ("--seeds", seeds), ("--out", out)] if value is not None]
+        given = [
+            name
+            for name, value in [
+                ("--preset", preset),
+                ("--task", task_name),
+                ("--seed", seed),
+                ("--seeds", seeds),
+                ("--out", out),
+            ]
+            if value is not None
+        ]
         given += [f"--{k.replace('_', '-')}" for k in {**task_options, **train_options}]
         if given:
-            raise ConfigError(f"--resume continues a run as configured; {given[0]} cannot be changed", "drop it")
+            raise ConfigError(
+                f"--resume continues a run as configured; {given[0]} cannot be changed", "drop it"
+            )
         return [_spec_from_run(Path(resume))]
     if out is None:
         raise ConfigError("--out is required to start a run", "give a new run folder, or --resume RUN")
@@ -65,8 +83,15 @@ def _check_device(device: str) -> None:
         raise ConfigError(f"--device {device!r} is not available: torch sees no GPU", "use --device cpu")
 
 
-def train_runs(specs: list[RunSpec], *, device: str, threads: int | None, jobs: int | None, progress: bool,
-               vectorize: bool = False) -> str:
+def train_runs(
+    specs: list[RunSpec],
+    *,
+    device: str,
+    threads: int | None,
+    jobs: int | None,
+    progress: bool,
+    vectorize: bool = False,
+) -> str:
     """Train every spec and return a one-screen summary.
 
     One run trains in this process with a live progress bar. Several runs train in separate
@@ -90,8 +115,10 @@ def train_runs(specs: list[RunSpec], *, device: str, threads: int | None, jobs: 
     outcomes = list(run_sweep(specs, partial(train_spec, device=device), executor, progress=progress))
     table = format_table(
         ["run", "epochs", "final accuracies", "milestones"],
-        [[str(o.item.out), *(_summary_cells(o.value) if o.ok else ["-", o.error.splitlines()[0], ""])]
-         for o in sorted(outcomes, key=lambda o: str(o.item.out))],
+        [
+            [str(o.item.out), *(_summary_cells(o.value) if o.ok else ["-", o.error.splitlines()[0], ""])]
+            for o in sorted(outcomes, key=lambda o: str(o.item.out))
+        ],
     )
     failed = sum(not o.ok for o in outcomes)
     if failed:
@@ -99,26 +126,34 @@ def train_runs(specs: list[RunSpec], *, device: str, threads: int | None, jobs: 
     return table
 
 
-def _train_vectorized(specs: list[RunSpec], *, device: str, threads: int | None, jobs: int | None, progress: bool) -> str:
+def _train_vectorized(
+    specs: list[RunSpec], *, device: str, threads: int | None, jobs: int | None, progress: bool
+) -> str:
     from analyses.studies.recipes import train_specs_vectorized
 
     if jobs is not None:
-        raise ConfigError("--jobs sets parallel processes, but --vectorize trains every seed in one",
-                          "drop --jobs (or --vectorize)")
+        raise ConfigError(
+            "--jobs sets parallel processes, but --vectorize trains every seed in one",
+            "drop --jobs (or --vectorize)",
+        )
     if threads:
         import torch
 
         torch.set_num_threads(threads)
     summaries = train_specs_vectorized(specs, device=device, progress=progress)
-    return format_table(["run", "epochs", "final accuracies", "milestones"],
-                        [[str(spec.out), *_summary_cells(summary)] for spec, summary in zip(specs, summaries)])
+    return format_table(
+        ["run", "epochs", "final accuracies", "milestones"],
+        [[str(spec.out), *_summary_cells(summary)] for spec, summary in zip(specs, summaries)],
+    )
 
 
 def _summary_cells(summary: dict[str, Any]) -> list[str]:
     final = summary["final"]
     accs = " ".join(f"{k[:-4]} {v:.3f}" for k, v in final.items() if k.count("/") == 1 and k.endswith("/acc"))
-    marks = " ".join(f"{name}@{m['step']}{'' if m['kept'] else '(lost)'}" if m["step"] is not None else f"{name}:never"
-                     for name, m in summary["milestones"].items())
+    marks = " ".join(
+        f"{name}@{m['step']}{'' if m['kept'] else '(lost)'}" if m["step"] is not None else f"{name}:never"
+        for name, m in summary["milestones"].items()
+    )
     return [str(summary["epochs"]), accs, marks]
 
 
@@ -129,7 +164,11 @@ def format_run_summary(run_dir: Path, summary: dict[str, Any]) -> str:
     rows = [[s, final.get(f"{s}/loss", "-"), final.get(f"{s}/acc", "-")] for s in splits]
     lines = [f"run: {run_dir}  (epochs: {summary['epochs']})", format_table(["split", "loss", "acc"], rows)]
     for name, m in summary["milestones"].items():
-        when = f"epoch {m['step']}, {'kept' if m['kept'] else 'not kept'} at the end" if m["step"] is not None else "never"
+        when = (
+            f"epoch {m['step']}, {'kept' if m['kept'] else 'not kept'} at the end"
+            if m["step"] is not None
+            else "never"
+        )
         lines.append(f"{name} ({m['metric']} >= {m['threshold']}): {when}")
     return "\n".join(lines)
 
@@ -144,20 +183,43 @@ _TRAIN_OPTIONS = config_options(TrainConfig, exclude=("seed",), defaults=False)
 
 @click.command()
 @click.option("--preset", default=None, help="Model preset (e.g. mpsp-2l2h, modadd-1l, quadratic-mlp).")
-@click.option("--task", "task_name", default=None, help="Task family: mpsp, modadd or noise (default: the preset's).")
+@click.option(
+    "--task", "task_name", default=None, help="Task family: mpsp, modadd or noise (default: the preset's)."
+)
 @_TASK_OPTIONS
 @_TRAIN_OPTIONS
-@click.option("--seed", default=None, type=int, help="Seed of the model init and minibatch order [default: 0].")
+@click.option(
+    "--seed", default=None, type=int, help="Seed of the model init and minibatch order [default: 0]."
+)
 @click.option("--seeds", default=None, help="Train several seeds, each into OUT/seed_<s>: e.g. 0-7 or 0,3,5.")
-@click.option("--out", type=click.Path(file_okay=False), default=None, help="Run folder to create (or resume).")
-@click.option("--resume", type=click.Path(file_okay=False), default=None, help="Continue the run in this folder from its LATEST checkpoint.")
+@click.option(
+    "--out", type=click.Path(file_okay=False), default=None, help="Run folder to create (or resume)."
+)
+@click.option(
+    "--resume",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Continue the run in this folder from its LATEST checkpoint.",
+)
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda, cuda:1, ...")
-@click.option("--threads", default=None, type=int, help="CPU threads per run [default: all cores / parallel runs].")
-@click.option("--jobs", default=None, type=int, help="Runs trained in parallel with --seeds [default: min(seeds, cores)].")
-@click.option("--vectorize", is_flag=True,
-              help="With --seeds: train every seed in this process as one vectorised model (torch.func; pays on a GPU).")
+@click.option(
+    "--threads", default=None, type=int, help="CPU threads per run [default: all cores / parallel runs]."
+)
+@click.option(
+    "--jobs",
+    default=None,
+    type=int,
+    help="Runs trained in parallel with --seeds [default: min(seeds, cores)].",
+)
+@click.option(
+    "--vectorize",
+    is_flag=True,
+    help="With --seeds: train every seed in this process as one vectorised model (torch.func; pays on a GPU).",
+)
 @click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
-def train(preset, task_name, seed, seeds, out, resume, device, threads, jobs, vectorize, no_progress, **options) -> None:
+def train(
+    preset, task_name, seed, seeds, out, resume, device, threads, jobs, vectorize, no_progress, **options
+) -> None:
     """Train a model on a task into a run folder (resumable; a finished run is not retrained).
 
     Task and training options default to the preset's study settings, then to the task's and
@@ -171,15 +233,29 @@ def train(preset, task_name, seed, seeds, out, resume, device, threads, jobs, ve
       interp train --resume runs/x
     """
     if vectorize and not seeds:
-        raise ConfigError("--vectorize stacks several seeds into one model, but no --seeds were given",
-                          "add e.g. --seeds 0-7")
+        raise ConfigError(
+            "--vectorize stacks several seeds into one model, but no --seeds were given",
+            "add e.g. --seeds 0-7",
+        )
     if vectorize and device.startswith("cpu"):
-        click.echo("note: --vectorize pays on a GPU; on a CPU separate processes (drop --vectorize) are usually "
-                   "faster (benchmarks/multi_seed.py measures both)", err=True)
+        click.echo(
+            "note: --vectorize pays on a GPU; on a CPU separate processes (drop --vectorize) are usually "
+            "faster (benchmarks/multi_seed.py measures both)",
+            err=True,
+        )
 
     specs = runs_from_options(
-        preset=preset, task_name=task_name, seed=seed, seeds=parse_seeds(seeds) if seeds else None,
-        out=out, resume=resume, task_options=given(options, _TASK_OPTIONS.names),
+        preset=preset,
+        task_name=task_name,
+        seed=seed,
+        seeds=parse_seeds(seeds) if seeds else None,
+        out=out,
+        resume=resume,
+        task_options=given(options, _TASK_OPTIONS.names),
         train_options=given(options, _TRAIN_OPTIONS.names),
     )
-    click.echo(train_runs(specs, device=device, threads=threads, jobs=jobs, progress=not no_progress, vectorize=vectorize))
+    click.echo(
+        train_runs(
+            specs, device=device, threads=threads, jobs=jobs, progress=not no_progress, vectorize=vectorize
+        )
+    )

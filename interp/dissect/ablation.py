@@ -29,9 +29,9 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 
 from interp.config import parse_choices
-from interp.metrics import per_example_loss
 from interp.dissect.hooks import cache_activations
 from interp.dissect.interventions import DEFAULT_MAX_ROWS, Index, Intervention, run_interventions
+from interp.metrics import per_example_loss
 
 KINDS = ("zero", "mean")
 
@@ -60,7 +60,9 @@ def components(model: nn.Module) -> list[Component]:
     out = []
     for layer in range(model.cfg.n_layers):
         for head in range(model.cfg.n_heads):
-            out.append(Component(f"L{layer}H{head}", layer, head, f"blocks.{layer}.attn.hook_z", (slice(None), head)))
+            out.append(
+                Component(f"L{layer}H{head}", layer, head, f"blocks.{layer}.attn.hook_z", (slice(None), head))
+            )
         out.append(Component(f"L{layer}MLP", layer, None, f"blocks.{layer}.hook_mlp_out", ()))
     return out
 
@@ -142,7 +144,9 @@ def ablate(
     comps = components(model)
     interventions = [iv for kind in kinds for iv in ablation_interventions(model, tokens, kind, comps)]
     base = model(tokens)[:, -1]
-    logits = run_interventions(model, tokens, interventions, max_rows, fallback=base)  # [kinds * comps, batch, out]
+    logits = run_interventions(
+        model, tokens, interventions, max_rows, fallback=base
+    )  # [kinds * comps, batch, out]
     shape = (len(kinds), len(comps))
     per_run_loss = per_example_loss(logits.flatten(0, 1), labels.repeat(len(interventions)), loss)
     return AblationEffect(

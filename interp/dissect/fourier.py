@@ -34,8 +34,8 @@ from torch import Tensor
 
 
 def fourier_amplitudes(
-    weights: Float[Tensor, "n *rest"], *, drop_dc: bool = True, fold: bool = True
-) -> Float[Tensor, "freq *rest"]:
+    weights: Float[Tensor, " n *rest"], *, drop_dc: bool = True, fold: bool = True
+) -> Float[Tensor, " freq *rest"]:
     """Fourier amplitudes of real weight vectors over Z_n, along dimension 0.
 
     Args:
@@ -61,12 +61,12 @@ def fourier_amplitudes(
     return spectrum[start:].to(weights.dtype)
 
 
-def joint_amplitudes(*amplitudes: Float[Tensor, "freq *rest"]) -> Float[Tensor, "freq *rest"]:
+def joint_amplitudes(*amplitudes: Float[Tensor, " freq *rest"]) -> Float[Tensor, " freq *rest"]:
     """Combine the spectra of several weight vectors by adding their power per frequency."""
     return torch.stack(amplitudes).square().sum(0).sqrt()
 
 
-def ipr(amplitudes: Float[Tensor, "freq *rest"]) -> Float[Tensor, "*rest"]:
+def ipr(amplitudes: Float[Tensor, " freq *rest"]) -> Float[Tensor, "*rest"]:
     """`sum_f (a_f / ||a||_2)^4` along dimension 0; NaN where all amplitudes are zero."""
     a = amplitudes.double()
     norm2 = a.square().sum(0)
@@ -74,7 +74,7 @@ def ipr(amplitudes: Float[Tensor, "freq *rest"]) -> Float[Tensor, "*rest"]:
     return torch.where(norm2 > 0, value, torch.nan).to(amplitudes.dtype)
 
 
-def dominant_frequency(amplitudes: Float[Tensor, "freq *rest"], *, drop_dc: bool = True) -> Tensor:
+def dominant_frequency(amplitudes: Float[Tensor, " freq *rest"], *, drop_dc: bool = True) -> Tensor:
     """The frequency with the largest amplitude (in units of 1/n; folded spectra)."""
     return amplitudes.argmax(0) + (1 if drop_dc else 0)
 

@@ -85,7 +85,8 @@ class GroupGradients:
 
     def net(self) -> tuple[Tensor, ...]:
         """``(n_a g_a + n_b g_b) / (n_a + n_b)`` per parameter: the full-batch mean-loss
-        gradient when the two groups partition the examples."""
+        gradient when the two groups partition the examples.
+        """
         n = self.n_a + self.n_b
         return tuple((self.n_a * a + self.n_b * b) / n for a, b in zip(self.grad_a, self.grad_b))
 
@@ -135,7 +136,9 @@ def group_gradients(
             for mask, n, acc, keep in ((mask_a[part], n_a, grad_a, True), (mask_b[part], n_b, grad_b, False)):
                 if not mask.any():
                     continue
-                grads = torch.autograd.grad(losses[mask].sum() / n, params, retain_graph=keep, allow_unused=True)
+                grads = torch.autograd.grad(
+                    losses[mask].sum() / n, params, retain_graph=keep, allow_unused=True
+                )
                 for total, g in zip(acc, grads):
                     if g is not None:
                         total += g
@@ -155,7 +158,10 @@ def _deterministic(enable: bool) -> Iterator[None]:
     if not enable:
         yield
         return
-    before = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    before = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
     torch.use_deterministic_algorithms(True, warn_only=True)
     try:
         yield
@@ -220,7 +226,13 @@ def gradient_stats(grads: GroupGradients, block: Callable[[str], str] = block_of
     net = torch.stack([((n_a * a + n_b * b) / (n_a + n_b)).norm() for a, b in zip(vec_a, vec_b)])
     amp = norm_b / norm_a
     return GradientStats(
-        blocks=("total", *blocks), cos=dot / (norm_a * norm_b), norm_a=norm_a, norm_b=norm_b, amp=amp,
-        amp_weighted=amp * n_b / n_a, net_norm=net, net_rel=net / ((n_a * norm_a + n_b * norm_b) / (n_a + n_b)),
+        blocks=("total", *blocks),
+        cos=dot / (norm_a * norm_b),
+        norm_a=norm_a,
+        norm_b=norm_b,
+        amp=amp,
+        amp_weighted=amp * n_b / n_a,
+        net_norm=net,
+        net_rel=net / ((n_a * norm_a + n_b * norm_b) / (n_a + n_b)),
         trivial_amp=n_a / n_b,
     )

@@ -41,7 +41,9 @@ from interp.dissect.hooks import cache_activations
 from interp.dissect.rank_stats import rank_biserial, spearman
 
 
-def readout_layout(model: nn.Module, readout_token: int | None = None, n_pos: int | None = None) -> tuple[int, int, Tensor]:
+def readout_layout(
+    model: nn.Module, readout_token: int | None = None, n_pos: int | None = None
+) -> tuple[int, int, Tensor]:
     """Where the readout is and which token values the keys can hold.
 
     Args:
@@ -69,7 +71,9 @@ def _embedding(model: nn.Module, tokens: Int[Tensor, "*shape"], positions: Int[T
     return resid
 
 
-def _direct_inputs(model: nn.Module, layer: int, values: Tensor, readout_token: int, n_pos: int) -> tuple[Tensor, Tensor]:
+def _direct_inputs(
+    model: nn.Module, layer: int, values: Tensor, readout_token: int, n_pos: int
+) -> tuple[Tensor, Tensor]:
     """Direct-path inputs of `layer`'s attention (exact at layer 0).
 
     Returns:
@@ -174,7 +178,9 @@ def qk_rho_empirical(
     return spearman(weights, tokens[:, :-1].flatten().double())
 
 
-def attention_to_first(patterns: Float[Tensor, "batch n_layers n_heads pos"]) -> Float[Tensor, "n_layers n_heads"]:
+def attention_to_first(
+    patterns: Float[Tensor, "batch n_layers n_heads pos"],
+) -> Float[Tensor, "n_layers n_heads"]:
     """Mean attention weight from the readout position to position 0 (the first-shortcut circuit)."""
     return patterns[..., 0].double().mean(0)
 
@@ -221,7 +227,11 @@ def ov_projections(
 
 def ov_parity_rho(
     model: nn.Module, m: int | None = None, readout_token: int | None = None, n_pos: int | None = None
-) -> tuple[Float[Tensor, "n_layers n_heads"], Int[Tensor, "n_layers n_heads"], Float[Tensor, "n_layers n_heads key_pos"]]:
+) -> tuple[
+    Float[Tensor, "n_layers n_heads"],
+    Int[Tensor, "n_layers n_heads"],
+    Float[Tensor, "n_layers n_heads key_pos"],
+]:
     """How strongly what a head writes separates tokens by ``value mod m`` (the true rule's ingredient).
 
     For a shift ``k`` in ``0..m-1``, ``R_k = mean over classes c of rank_biserial(write . d_{(c+k)

@@ -47,7 +47,8 @@ def check_hook_names(model: nn.Module, names: Iterable[str]) -> None:
 
 def _recording(name: str, fn: HookFn, fired: set[str]) -> HookFn:
     """`fn`, noting in `fired` that the hook `name` ran (before running it, so a hook that
-    raises still counts as fired: its own error is the one to report)."""
+    raises still counts as fired: its own error is the one to report).
+    """
 
     def hook(act: Tensor, hook: Any) -> Tensor | None:
         fired.add(name)
@@ -91,7 +92,8 @@ def run_with_checked_hooks(
     """`model(tokens)` with `fwd_hooks` registered, each required to fire (see `checked_hooks`).
 
     Logits at every position (a transformer) or at the readout only (the quadratic MLP). Their
-    batch may differ from the tokens' when a hook copies the examples (`interp.dissect.interventions`)."""
+    batch may differ from the tokens' when a hook copies the examples (`interp.dissect.interventions`).
+    """
     with checked_hooks(model, fwd_hooks):
         return model(tokens)
 

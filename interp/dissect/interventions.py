@@ -78,12 +78,21 @@ def _value_rows(value: Tensor, examples: Tensor) -> Tensor:
 
 
 def _forward_pass(
-    model: nn.Module, tokens: Tensor, start: int, units: Sequence[tuple[Intervention, Tensor]], block: int | None
+    model: nn.Module,
+    tokens: Tensor,
+    start: int,
+    units: Sequence[tuple[Intervention, Tensor]],
+    block: int | None,
 ) -> Tensor:
     """One forward pass on `tokens` (examples ``start:``) running each unit on its own rows.
 
     Args:
+        model: The hooked model.
+        tokens: The inputs, [batch, pos].
+        start: Index of the first example of `tokens` in the whole batch (for the values' rows).
         units: `(intervention, examples)`, examples indexing the rows of `tokens`.
+        block: The block at whose `hook_resid_pre` the examples are copied, one copy per unit
+            (None: copy the inputs themselves).
 
     Returns:
         Readout logits of every row, [sum of len(examples), d_vocab_out], unit after unit.
@@ -161,7 +170,9 @@ def run_interventions(
             by_block.setdefault(_block_of(iv.hook), []).append((i, examples[i]))
     for block, units in by_block.items():
         for start, stop, chunk in _chunks(units, batch, max_rows):
-            logits = _forward_pass(model, tokens[start:stop], start, [(interventions[i], e) for i, e in chunk], block)
+            logits = _forward_pass(
+                model, tokens[start:stop], start, [(interventions[i], e) for i, e in chunk], block
+            )
             if out is None:
                 out = logits.new_empty(n, batch, logits.shape[-1])
             for (i, e), part in zip(chunk, logits.split([len(e) for _, e in chunk])):

@@ -33,8 +33,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from interp.errors import ConfigError
 from interp.dissect.patching import PatchPairs
+from interp.errors import ConfigError
 
 
 def bootstrap_counts(n: int, n_boot: int, seed: int = 0) -> Float[Tensor, "n_boot n"]:
@@ -87,14 +87,15 @@ def repaired(pairs: PatchPairs, order: Tensor) -> PatchPairs:
 
 def permutation_null(
     measure: Callable[[PatchPairs], Float[Tensor, "*m"]], pairs: PatchPairs, permutations: int, seed: int = 0
-) -> Float[Tensor, "k *m"]:
+) -> Float[Tensor, " k *m"]:
     """`measure` (a mean patched logit difference per patch) on `permutations` re-pairings of `pairs`."""
     return torch.stack([measure(repaired(pairs, repairing(pairs, seed + k))) for k in range(permutations)])
 
 
-def permutation_p_values(observed: Float[Tensor, "*m"], null: Float[Tensor, "k *m"]) -> Float[Tensor, "*m"]:
+def permutation_p_values(observed: Float[Tensor, "*m"], null: Float[Tensor, " k *m"]) -> Float[Tensor, "*m"]:
     """Two-sided p-values of `observed` against the `null` samples (see the module docstring);
-    NaN where `observed` is NaN (a patch that does not exist, such as a path with no edge)."""
+    NaN where `observed` is NaN (a patch that does not exist, such as a path with no edge).
+    """
     centre = null.mean(0)
     extreme = ((null - centre).abs() >= (observed - centre).abs() - 1e-12).sum(0)
     p = ((1 + extreme) / (1 + null.shape[0])).float()
@@ -128,7 +129,7 @@ def effect_statistics(
     n_boot: int = 1000,
     level: float = 0.95,
     seed: int = 0,
-    null: Float[Tensor, "k *m"] | None = None,
+    null: Float[Tensor, " k *m"] | None = None,
 ) -> EffectStats:
     """Intervals (and, given a `null`, p-values) of patched logit differences and recoveries.
 

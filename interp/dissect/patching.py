@@ -43,19 +43,21 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from interp.splits import Split
 from interp.config import parse_choices
-from interp.errors import ConfigError
 from interp.dissect.hooks import cache_activations
 from interp.dissect.interventions import DEFAULT_MAX_ROWS, Index, Intervention, run_interventions
-
+from interp.errors import ConfigError
+from interp.splits import Split
 
 # site -> (hook name template, axes after "layer", index into the activation from those axes)
 _ALL = slice(None)
+
+
 @runtime_checkable
 class ActivationLookup(Protocol):
     """What patching reads from a cache: activations by hook name, each [batch, ...] (a dict of
-    tensors, or TransformerLens's `ActivationCache`)."""
+    tensors, or TransformerLens's `ActivationCache`).
+    """
 
     def __getitem__(self, name: str) -> Tensor: ...
 
@@ -158,8 +160,12 @@ class PatchPairs:
     def rows(self, start: int, stop: int) -> PatchPairs:
         """Pairs ``start:stop``."""
         part = slice(start, stop)
-        return PatchPairs(self.source_tokens[part], self.target_tokens[part], self.source_labels[part],
-                          self.target_labels[part])
+        return PatchPairs(
+            self.source_tokens[part],
+            self.target_tokens[part],
+            self.source_labels[part],
+            self.target_labels[part],
+        )
 
 
 def aligned_pairs(source: Split, target: Split, keep: Tensor | None = None) -> PatchPairs:
@@ -171,7 +177,9 @@ def aligned_pairs(source: Split, target: Split, keep: Tensor | None = None) -> P
         keep: Optional bool mask [batch] of the pairs to keep (e.g. the partner's ``valid``).
     """
     if len(source) != len(target):
-        raise ConfigError(f"aligned splits differ in size: {source.name!r} {len(source)}, {target.name!r} {len(target)}")
+        raise ConfigError(
+            f"aligned splits differ in size: {source.name!r} {len(source)}, {target.name!r} {len(target)}"
+        )
     keep = torch.ones(len(source), dtype=torch.bool) if keep is None else keep.bool()
     return PatchPairs(source.tokens[keep], target.tokens[keep], source.labels[keep], target.labels[keep])
 
@@ -216,13 +224,17 @@ def example_logit_diff(
 
 
 def logit_diff(
-    logits: Float[Tensor, "... batch d_vocab_out"], source_labels: Int[Tensor, " batch"], target_labels: Int[Tensor, " batch"]
+    logits: Float[Tensor, "... batch d_vocab_out"],
+    source_labels: Int[Tensor, " batch"],
+    target_labels: Int[Tensor, " batch"],
 ) -> Float[Tensor, "..."]:
     """Mean over examples of ``logit[y_source] - logit[y_target]`` (readout logits)."""
     return example_logit_diff(logits, source_labels, target_labels).mean(-1)
 
 
-def accuracy(logits: Float[Tensor, "... batch d_vocab_out"], labels: Int[Tensor, " batch"]) -> Float[Tensor, "..."]:
+def accuracy(
+    logits: Float[Tensor, "... batch d_vocab_out"], labels: Int[Tensor, " batch"]
+) -> Float[Tensor, "..."]:
     """Fraction of examples whose argmax readout logit is `labels`."""
     return (logits.argmax(-1) == labels).float().mean(-1)
 
@@ -285,7 +297,10 @@ def _changes(iv: Intervention, target: Tensor) -> Tensor:
 
 @torch.no_grad()
 def patch_sweep(
-    model: nn.Module, pairs: PatchPairs, sites: str | Sequence[str] = ("resid_pre", "z"), max_rows: int = DEFAULT_MAX_ROWS
+    model: nn.Module,
+    pairs: PatchPairs,
+    sites: str | Sequence[str] = ("resid_pre", "z"),
+    max_rows: int = DEFAULT_MAX_ROWS,
 ) -> PatchSweep:
     """Patch source activations into target runs at every index of every site.
 
@@ -326,6 +341,11 @@ def patch_sweep(
         acc = accuracy(site_logits, pairs.source_labels).reshape(shape)
         effects[site] = SiteEffect(site, site_axes(site), ld, recovery(ld, ld_source, ld_target), acc, each)
     return PatchSweep(
-        ld_source, ld_target, accuracy(source_logits, pairs.source_labels).item(),
-        accuracy(target_logits, pairs.source_labels).item(), effects, source_each, target_each,
+        ld_source,
+        ld_target,
+        accuracy(source_logits, pairs.source_labels).item(),
+        accuracy(target_logits, pairs.source_labels).item(),
+        effects,
+        source_each,
+        target_each,
     )

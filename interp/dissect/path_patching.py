@@ -9,14 +9,14 @@ run. Receivers:
 * ``logits``: the direct path to the unembedding. The final residual stream is the target's
   plus ``delta = (z_source - z_target)[sender] @ W_O[sender]`` (the sender's change of output),
   and the final LayerNorm is recomputed from it.
-* ``L{l}H{h}.q`` / ``.k`` / ``.v``: the query (key, value) input of a head in a later layer l.
-  First pass: that head's queries are recomputed from the target's residual stream at layer l
+* ``L{layer}H{h}.q`` / ``.k`` / ``.v``: the query (key, value) input of a head in a later layer layer.
+  First pass: that head's queries are recomputed from the target's residual stream at layer layer
   plus ``delta`` (through ``ln1``). Second pass: the model runs on the target input with only
   that head's queries replaced by the first pass's; everything after them is recomputed.
 
 With every other component frozen, the receiver's input in the first pass is exactly the
 target residual stream plus ``delta`` (the frozen outputs and all biases are the target
-run's), so the first pass is a single write at ``blocks.{l}.hook_resid_pre`` rather than a
+run's), so the first pass is a single write at ``blocks.{layer}.hook_resid_pre`` rather than a
 hook on every other head and MLP; the oracle test checks this against the explicit two-pass
 computation that freezes them all. The metric is the logit difference of `patching` (source
 label minus target label at the readout), kept per pair.
@@ -50,8 +50,8 @@ class PathEffects:
     """Path-patching effects of every sender head on every receiver.
 
     Attributes:
-        senders: Sender heads, ``L{l}H{h}`` in layer-major order.
-        receivers: ``L{l}H{h}.q|k|v`` (layer-major, then head, then kind) and/or ``logits``.
+        senders: Sender heads, ``L{layer}H{h}`` in layer-major order.
+        receivers: ``L{layer}H{h}.q|k|v`` (layer-major, then head, then kind) and/or ``logits``.
         logit_diff: Patched logit difference, [sender, receiver]; NaN where the receiver is not
             in a later layer than the sender (no path).
         recovery: Normalised recovery of `logit_diff`, [sender, receiver].
@@ -77,8 +77,8 @@ def receiver_names(model: nn.Module, kinds: Sequence[str]) -> list[tuple[str, in
     """``(name, layer, head, kind)`` of every receiver of `kinds` (``logits`` last, layer None)."""
     heads = [k for k in kinds if k != "logits"]
     out = [
-        (f"L{l}H{h}.{k}", l, h, k)
-        for l in range(model.cfg.n_layers)
+        (f"L{layer}H{h}.{k}", layer, h, k)
+        for layer in range(model.cfg.n_layers)
         for h in range(model.cfg.n_heads)
         for k in heads
     ]
@@ -120,7 +120,8 @@ def _sender_runs(
     receivers: list[tuple[str, int | None, int | None, str]],
 ) -> list[tuple[int, Intervention]]:
     """The second-pass run of every receiver downstream of a sender in `layer` whose change of
-    output is `delta` [batch, pos, d_model]: ``(receiver index, intervention)``."""
+    output is `delta` [batch, pos, d_model]: ``(receiver index, intervention)``.
+    """
     runs = []
     kinds = list(dict.fromkeys(kind for _, _, _, kind in receivers if kind != "logits"))
     for layer_r in range(layer + 1, model.cfg.n_layers):
@@ -159,14 +160,14 @@ def path_patch(
     """
     cfg, tokens = model.cfg, pairs.target_tokens
     rec = receiver_names(model, parse_choices(receivers, RECEIVER_KINDS, "path-patching receiver"))
-    z = [f"blocks.{l}.attn.hook_z" for l in range(cfg.n_layers)]
-    resid = [f"blocks.{l}.hook_resid_pre" for l in range(cfg.n_layers)] + [
+    z = [f"blocks.{layer}.attn.hook_z" for layer in range(cfg.n_layers)]
+    resid = [f"blocks.{layer}.hook_resid_pre" for layer in range(cfg.n_layers)] + [
         f"blocks.{cfg.n_layers - 1}.hook_resid_post"
     ]
     source_logits, source = cache_activations(model, pairs.source_tokens, z)
     target_logits, target = cache_activations(model, tokens, z + resid)
     labels = (pairs.source_labels, pairs.target_labels)
-    senders = [(l, h) for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
+    senders = [(layer, h) for layer in range(cfg.n_layers) for h in range(cfg.n_heads)]
     runs, where = [], []  # interventions, and the (sender, receiver) of each
     W_O = model.W_O
     for s, (layer, head) in enumerate(senders):
@@ -180,7 +181,7 @@ def path_patch(
     source_each, target_each = (example_logit_diff(x[:, -1], *labels) for x in (source_logits, target_logits))
     ld, ld_source, ld_target = per_example.mean(-1), source_each.mean().item(), target_each.mean().item()
     return PathEffects(
-        tuple(f"L{l}H{h}" for l, h in senders),
+        tuple(f"L{layer}H{h}" for layer, h in senders),
         tuple(name for name, *_ in rec),
         ld,
         recovery(ld, ld_source, ld_target),

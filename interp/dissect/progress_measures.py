@@ -67,9 +67,10 @@ def _frequency_of_rows(p: int) -> Tensor:
     return torch.tensor([0 if n == "const" else int(n.split()[1]) for n in fourier_basis(p)[1]])
 
 
-def frequency_power(weights: Float[Tensor, "p *rest"]) -> Float[Tensor, "freq"]:
+def frequency_power(weights: Float[Tensor, " p *rest"]) -> Float[Tensor, " freq"]:
     """Squared norm of the Fourier coefficients of `weights` (over its first axis), per frequency
-    1 .. p // 2, summed over every other axis (an embedding's power spectrum)."""
+    1 .. p // 2, summed over every other axis (an embedding's power spectrum).
+    """
     p = weights.shape[0]
     coeffs = fourier_basis(p)[0] @ weights.double().reshape(p, -1)  # [basis, rest]
     power = coeffs.square().sum(1)

@@ -21,8 +21,8 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 
 from interp.dissect.hooks import checked_hooks
-from interp.splits import Split
 from interp.metrics import evaluate
+from interp.splits import Split
 
 
 def zero_neurons_hook(mask: Float[Tensor, " d_hidden"]) -> Callable[[Tensor, object], Tensor]:
@@ -49,9 +49,14 @@ def removal_counts(d_hidden: int, fractions: Sequence[float]) -> list[int]:
 
 @torch.no_grad()
 def prune_curve(
-    model: nn.Module, order: Int[Tensor, " d_hidden"], splits: Mapping[str, Split], *,
-    hook_name: str = "hook_post", fractions: Sequence[float] = tuple(i / 20 for i in range(21)),
-    loss: str = "cross_entropy", readout: Callable[[Tensor], Tensor] | None = None,
+    model: nn.Module,
+    order: Int[Tensor, " d_hidden"],
+    splits: Mapping[str, Split],
+    *,
+    hook_name: str = "hook_post",
+    fractions: Sequence[float] = tuple(i / 20 for i in range(21)),
+    loss: str = "cross_entropy",
+    readout: Callable[[Tensor], Tensor] | None = None,
 ) -> tuple[list[int], list[dict[str, float]]]:
     """Remove neurons in `order` and evaluate every split and group after each removal count.
 

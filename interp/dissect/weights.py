@@ -48,7 +48,8 @@ def effective_rank(matrix: Tensor) -> float:
 @dataclass(frozen=True)
 class RankRow:
     """One measured matrix: which layer and head (-1: all heads / not per head), its effective
-    rank, and its largest possible rank ``min(m, n)``."""
+    rank, and its largest possible rank ``min(m, n)``.
+    """
 
     matrix: str
     layer: int
@@ -77,11 +78,17 @@ def transformer_ranks(model: nn.Module) -> list[RankRow]:
                 m = W[name][layer, head]
                 rows.append(RankRow(name, layer, head, effective_rank(m), min(m.shape)))
             stacked = W[name][layer]
-            cat = stacked.reshape(-1, d_model) if name == "W_O" else stacked.permute(1, 0, 2).reshape(d_model, -1)
+            cat = (
+                stacked.reshape(-1, d_model)
+                if name == "W_O"
+                else stacked.permute(1, 0, 2).reshape(d_model, -1)
+            )
             rows.append(RankRow(name, layer, -1, effective_rank(cat), min(cat.shape)))
         for name, S in (("W_QK", QK_S), ("W_OV", OV_S)):
             for head in range(n_heads):
-                rows.append(RankRow(name, layer, head, effective_rank_of_singular_values(S[layer, head]), S.shape[-1]))
+                rows.append(
+                    RankRow(name, layer, head, effective_rank_of_singular_values(S[layer, head]), S.shape[-1])
+                )
         for name in ("W_in", "W_out"):
             m = W[name][layer]
             rows.append(RankRow(name, layer, -1, effective_rank(m), min(m.shape)))

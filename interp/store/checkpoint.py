@@ -30,8 +30,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from interp.store.atomic import atomic_write_text, dumps_json, fsync_dir
 from interp.errors import CheckpointError
+from interp.store.atomic import atomic_write_text, dumps_json, fsync_dir
 from interp.store.formats import model_bytes, model_from_bytes, train_state_bytes, train_state_from_bytes
 from interp.store.run_folder import (
     CHECKPOINTS_DIR,

@@ -30,6 +30,7 @@ _ORDER_KEY = "interp_key_order"
 
 
 def model_bytes(state_dict: Mapping[str, Tensor]) -> bytes:
+    """The safetensors bytes of a state dict, its key order kept."""
     tensors = {}
     for key, value in state_dict.items():
         if not isinstance(key, str) or not isinstance(value, Tensor):
@@ -43,6 +44,7 @@ def model_bytes(state_dict: Mapping[str, Tensor]) -> bytes:
 
 
 def model_from_bytes(path: Path, data: bytes) -> dict[str, Tensor]:
+    """The state dict in safetensors `data` (read from `path`, named in errors), in stored order."""
     try:
         tensors = safetensors.torch.load(data)
         header_size = int.from_bytes(data[:8], "little")
@@ -59,6 +61,7 @@ def model_from_bytes(path: Path, data: bytes) -> dict[str, Tensor]:
 
 
 def train_state_bytes(train_state: dict[str, Any]) -> bytes:
+    """The bytes of a train state (optimizer, RNG) as a torch file that loads with weights_only."""
     buffer = io.BytesIO()
     torch.save(train_state, buffer)
     data = buffer.getvalue()
@@ -76,6 +79,7 @@ def train_state_bytes(train_state: dict[str, Any]) -> bytes:
 
 
 def train_state_from_bytes(path: Path, data: bytes) -> dict[str, Any]:
+    """The train state in `data` (read from `path`), loaded with ``weights_only=True``."""
     try:
         state = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
     except pickle.UnpicklingError:

@@ -26,8 +26,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from interp.store.atomic import append_jsonl, atomic_write_json, atomic_write_text
 from interp.errors import CheckpointError, ConfigError, FormatVersionError
+from interp.store.atomic import append_jsonl, atomic_write_json, atomic_write_text
 
 FORMAT_VERSION = 1
 CONFIG_FILE = "config.json"

@@ -36,9 +36,9 @@ from torch import Tensor
 
 from interp.errors import CheckpointError
 from interp.store.checkpoint import Checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
-from interp.store.run_folder import checkpoint_dir
 from interp.store.run_folder import (
     append_metrics,
+    checkpoint_dir,
     create_run,
     is_done,
     mark_done,
@@ -125,7 +125,10 @@ class RunSession:
         return read_metrics(self.run_dir)
 
     def save(
-        self, step: int, state_dict: Mapping[str, Tensor], train_state: Mapping[str, Any] | None = None,
+        self,
+        step: int,
+        state_dict: Mapping[str, Tensor],
+        train_state: Mapping[str, Any] | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> Path:
         """Write the checkpoint of `step` atomically (with the data digests) and point LATEST at it."""

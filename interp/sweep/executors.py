@@ -32,6 +32,7 @@ class Outcome(Generic[T]):
 
     @property
     def ok(self) -> bool:
+        """Whether the item finished without an error."""
         return self.error is None
 
 
@@ -39,7 +40,8 @@ class Outcome(Generic[T]):
 class Executor(Protocol):
     """Runs `fn` over items, yielding an `Outcome` per item as it finishes."""
 
-    def map(self, fn: Callable[[T], Any], items: Sequence[T]) -> Iterator[Outcome[T]]: ...
+    def map(self, fn: Callable[[T], Any], items: Sequence[T]) -> Iterator[Outcome[T]]:
+        """Run `fn` on every item; yield each outcome as it finishes."""
 
 
 def _call_reporting(fn: Callable[[T], Any], item: T, threads: int | None) -> Outcome[T]:
@@ -69,6 +71,7 @@ class LocalExecutor:
     threads: int | None = None
 
     def map(self, fn: Callable[[T], Any], items: Sequence[T]) -> Iterator[Outcome[T]]:
+        """Run `fn` on every item in joblib worker processes; yield outcomes as they finish."""
         from joblib import Parallel, delayed
 
         cores = os.cpu_count() or 1
@@ -188,6 +191,7 @@ class SubmititExecutor:
         return executor
 
     def map(self, fn: Callable[[T], Any], items: Sequence[T]) -> Iterator[Outcome[T]]:
+        """Submit every item as one task of a job array; yield outcomes as tasks finish."""
         import time
 
         items = list(items)
@@ -207,7 +211,9 @@ class SubmititExecutor:
                 if waiting and len(running) < batch:
                     chunk = waiting[: batch - len(running)]
                     del waiting[: len(chunk)]
-                    jobs = executor.map_array(_call_reporting, [fn] * len(chunk), chunk, [threads] * len(chunk))
+                    jobs = executor.map_array(
+                        _call_reporting, [fn] * len(chunk), chunk, [threads] * len(chunk)
+                    )
                     running.update(zip(jobs, chunk))
                 finished = [job for job in running if job.done()]
                 for job in finished:

@@ -23,10 +23,10 @@ from typing import Any
 
 from tqdm import tqdm
 
-from interp.store.atomic import atomic_write_json
 from interp.errors import ConfigError
-from interp.sweep.executors import Executor, Outcome
+from interp.store.atomic import atomic_write_json
 from interp.store.run_folder import FORMAT_VERSION, is_done, read_done, read_json
+from interp.sweep.executors import Executor, Outcome
 
 SWEEP_FILE = "sweep.json"
 
@@ -50,10 +50,18 @@ class RunSpec:
     tags: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"out": str(self.out), "model": self.model, "task": self.task, "train": self.train, "tags": self.tags}
+        """The spec as JSON-ready data."""
+        return {
+            "out": str(self.out),
+            "model": self.model,
+            "task": self.task,
+            "train": self.train,
+            "tags": self.tags,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunSpec:
+        """Rebuild a spec from `to_dict`'s output."""
         return cls(Path(data["out"]), data["model"], data["task"], data["train"], data.get("tags", {}))
 
 
@@ -81,7 +89,11 @@ def write_sweep(sweep_dir: str | Path, specs: Sequence[RunSpec], meta: dict[str,
         ConfigError: If the folder already holds a different sweep.
     """
     sweep_dir = Path(sweep_dir)
-    content = {"format_version": FORMAT_VERSION, "meta": meta, "runs": [_relative(s, sweep_dir) for s in specs]}
+    content = {
+        "format_version": FORMAT_VERSION,
+        "meta": meta,
+        "runs": [_relative(s, sweep_dir) for s in specs],
+    }
     path = sweep_dir / SWEEP_FILE
     if path.exists():
         existing = read_json(path, what="sweep file")

@@ -23,7 +23,9 @@ class TrainConfig:
     betas: tuple[float, float] = param((0.9, 0.98), "AdamW betas (two numbers in [0, 1)).")
     weight_decay: float = param(0.1, "AdamW decoupled weight decay.")
     batch_size: int | None = param(None, "Minibatch size [default: full batch].")
-    loss: str = param("cross_entropy", "cross_entropy at the readout position, or mse against one-hot targets.")
+    loss: str = param(
+        "cross_entropy", "cross_entropy at the readout position, or mse against one-hot targets."
+    )
     weight_norm: float | None = param(
         None, "Project all trainable tensors onto ||w|| = this after every step (and once before training)."
     )
@@ -31,9 +33,13 @@ class TrainConfig:
     data_seed: int = param(0, "Seed of the task's splits.")
     eval_every: int = param(100, "Evaluate every this many epochs (plus eval_log_points log-spaced ones).")
     eval_log_points: int = param(40, "Log-spaced evaluation epochs added (dense early).")
-    checkpoint_every: int | None = param(None, "Checkpoint every this many epochs [default: log-spaced only].")
+    checkpoint_every: int | None = param(
+        None, "Checkpoint every this many epochs [default: log-spaced only]."
+    )
     checkpoint_log_points: int = param(20, "Log-spaced checkpoint epochs (dense early).")
-    bf16: bool = param(False, "bfloat16 autocast for the training forward (weights, optimizer and evaluation stay fp32).")
+    bf16: bool = param(
+        False, "bfloat16 autocast for the training forward (weights, optimizer and evaluation stay fp32)."
+    )
 
     def __post_init__(self) -> None:
         owner = "TrainConfig"
@@ -63,7 +69,9 @@ class FinetuneConfig:
     max_steps: int = param(20000, "Stop after this many steps even if the target was not reached.")
     eval_every: int = param(10, "Evaluate every split every this many steps.")
     checkpoint_every: int = param(1000, "Checkpoint every this many steps (plus step 0 and the stop).")
-    weight_norm: float | None = param(None, "Project all trainable tensors onto ||w|| = this before and after every step.")
+    weight_norm: float | None = param(
+        None, "Project all trainable tensors onto ||w|| = this before and after every step."
+    )
     loss: str = param("cross_entropy", "cross_entropy or mse.")
     data_seed: int = param(0, "Seed of the task's splits.")
 
@@ -83,9 +91,17 @@ class FinetuneConfig:
     def train_config(self) -> TrainConfig:
         """The equivalent `TrainConfig` (full batch; evaluation and checkpoints on a fixed cadence)."""
         return TrainConfig(
-            epochs=self.max_steps, lr=self.lr, betas=self.betas, weight_decay=self.weight_decay, loss=self.loss,
-            weight_norm=self.weight_norm, data_seed=self.data_seed, eval_every=self.eval_every, eval_log_points=0,
-            checkpoint_every=self.checkpoint_every, checkpoint_log_points=0,
+            epochs=self.max_steps,
+            lr=self.lr,
+            betas=self.betas,
+            weight_decay=self.weight_decay,
+            loss=self.loss,
+            weight_norm=self.weight_norm,
+            data_seed=self.data_seed,
+            eval_every=self.eval_every,
+            eval_log_points=0,
+            checkpoint_every=self.checkpoint_every,
+            checkpoint_log_points=0,
         )
 
 

@@ -37,12 +37,20 @@ from interp.training.loop import TrainLoop, run_config, stop_on_signals, trainab
 def trainable_norm(model: nn.Module) -> float:
     """Joint L2 norm of all trainable tensors (what `weight_norm` constrains)."""
     with torch.no_grad():
-        return float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p) for p in trainable(model)])))
+        return float(
+            torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p) for p in trainable(model)]))
+        )
 
 
 def finetune(
-    run_dir: str | Path, model: nn.Module, task: Task, config: FinetuneConfig, *,
-    extra: dict[str, Any] | None = None, device: str = "cpu", progress: bool = False,
+    run_dir: str | Path,
+    model: nn.Module,
+    task: Task,
+    config: FinetuneConfig,
+    *,
+    extra: dict[str, Any] | None = None,
+    device: str = "cpu",
+    progress: bool = False,
 ) -> dict[str, Any]:
     """Fine-tune `model` (in place) on `task`'s train split until the target, into `run_dir`.
 
@@ -64,14 +72,24 @@ def finetune(
         TrainingInterrupted: On SIGINT / SIGTERM, after saving a checkpoint.
     """
     splits = task.splits(config.data_seed)
-    with open_run(run_dir, run_config(model, task, config, injection=dict(extra or {})), split_digests(splits)) as run:
+    with open_run(
+        run_dir, run_config(model, task, config, injection=dict(extra or {})), split_digests(splits)
+    ) as run:
         if (done := run.finished()) is not None:
             return done
-        loop = TrainLoop(run, model.to(device), splits, config.train_config(), device, target_acc=config.target_acc)
+        loop = TrainLoop(
+            run, model.to(device), splits, config.train_config(), device, target_acc=config.target_acc
+        )
         loop.resume()
         with stop_on_signals() as stop:
             loop.run(stop, progress, desc="fine-tune")
-        return run.finish({
-            "reached": loop.reached, "steps": loop.step, "target_acc": config.target_acc,
-            "max_steps": config.max_steps, "train_acc_at_stop": loop.train_acc, "final": run.metrics()[-1],
-        })
+        return run.finish(
+            {
+                "reached": loop.reached,
+                "steps": loop.step,
+                "target_acc": config.target_acc,
+                "max_steps": config.max_steps,
+                "train_acc_at_stop": loop.train_acc,
+                "final": run.metrics()[-1],
+            }
+        )

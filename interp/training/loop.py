@@ -56,7 +56,12 @@ def run_config(model: nn.Module, task: Task, config: Any, **extra: Any) -> dict[
         **extra: More top-level sections (e.g. ``injection={...}``, ``source="..."``).
     """
     train = to_dict(config) if dataclasses.is_dataclass(config) else dict(config)
-    return {"model": {"kind": model.cfg.kind, **to_dict(model.cfg)}, "task": task.to_dict(), "train": train, **extra}
+    return {
+        "model": {"kind": model.cfg.kind, **to_dict(model.cfg)},
+        "task": task.to_dict(),
+        "train": train,
+        **extra,
+    }
 
 
 def training_forward(model: nn.Module) -> Callable[[Tensor], Tensor]:
@@ -94,8 +99,13 @@ def cpu_copy(obj: Any) -> Any:
 
 
 def train(
-    run_dir: str | Path, model: nn.Module, task: Task, config: TrainConfig, *,
-    device: str = "cpu", progress: bool = True,
+    run_dir: str | Path,
+    model: nn.Module,
+    task: Task,
+    config: TrainConfig,
+    *,
+    device: str = "cpu",
+    progress: bool = True,
 ) -> dict[str, Any]:
     """Train `model` on `task` into `run_dir`, resuming from its latest checkpoint if any.
 
@@ -148,17 +158,29 @@ class TrainLoop:
             accuracy of the training forward is strictly above it (`reached` says whether).
     """
 
-    def __init__(self, session: RunSession, model: nn.Module, splits: Mapping[str, Split], config: TrainConfig,
-                 device: str = "cpu", *, target_acc: float | None = None) -> None:
+    def __init__(
+        self,
+        session: RunSession,
+        model: nn.Module,
+        splits: Mapping[str, Split],
+        config: TrainConfig,
+        device: str = "cpu",
+        *,
+        target_acc: float | None = None,
+    ) -> None:
         self.session, self.model, self.config, self.device = session, model, config, device
         self.splits = {name: _to(split, device) for name, split in splits.items()}
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=config.betas,
-                                           weight_decay=config.weight_decay)
+        self.optimizer = torch.optim.AdamW(
+            model.parameters(), lr=config.lr, betas=config.betas, weight_decay=config.weight_decay
+        )
         self.generator = torch.Generator().manual_seed(config.seed)
         self.forward = training_forward(model)
-        self.eval_steps = set(schedule(config.epochs, config.eval_every, config.eval_log_points, include_zero=True))
-        self.ckpt_steps = set(schedule(config.epochs, config.checkpoint_every, config.checkpoint_log_points,
-                                       include_zero=True))
+        self.eval_steps = set(
+            schedule(config.epochs, config.eval_every, config.eval_log_points, include_zero=True)
+        )
+        self.ckpt_steps = set(
+            schedule(config.epochs, config.checkpoint_every, config.checkpoint_log_points, include_zero=True)
+        )
         self.target_acc, self.reached, self.train_acc = target_acc, False, float("nan")
         self.step = -1
 
@@ -170,13 +192,21 @@ class TrainLoop:
             if self.config.weight_norm is not None:
                 project_to_sphere(trainable(self.model), self.config.weight_norm)
             return
-        load_state_into(self.model, {k: v.to(self.device) for k, v in ckpt.state_dict.items()}, where=str(ckpt.path))
+        load_state_into(
+            self.model, {k: v.to(self.device) for k, v in ckpt.state_dict.items()}, where=str(ckpt.path)
+        )
         self.optimizer.load_state_dict(ckpt.train_state["optimizer"])
         self.generator.set_state(ckpt.train_state["generator"])
         self.step = ckpt.step
 
-    def run(self, stop: StopFlag, progress: bool, *, epoch: Callable[[], bool] | None = None,
-            desc: str | None = None) -> None:
+    def run(
+        self,
+        stop: StopFlag,
+        progress: bool,
+        *,
+        epoch: Callable[[], bool] | None = None,
+        desc: str | None = None,
+    ) -> None:
         """Train until the last epoch (or the target), evaluating and checkpointing on schedule.
 
         Args:
@@ -186,8 +216,14 @@ class TrainLoop:
             desc: The progress bar's label.
         """
         epoch = epoch or self.epoch
-        bar = tqdm(total=self.config.epochs, initial=max(self.step, 0), disable=not progress, unit="epoch",
-                   dynamic_ncols=True, desc=desc)
+        bar = tqdm(
+            total=self.config.epochs,
+            initial=max(self.step, 0),
+            disable=not progress,
+            unit="epoch",
+            dynamic_ncols=True,
+            desc=desc,
+        )
         with bar:
             if self.step < 0:  # a fresh run: record and save the initial state as epoch 0
                 self.step = 0
@@ -210,8 +246,9 @@ class TrainLoop:
         order = torch.randperm(n, generator=self.generator).to(self.device) if size < n else None
         for start in range(0, n, size):
             index = order[start : start + size] if order is not None else slice(None)
-            with torch.autocast(device_type=torch.device(self.device).type, dtype=torch.bfloat16,
-                                enabled=self.config.bf16):
+            with torch.autocast(
+                device_type=torch.device(self.device).type, dtype=torch.bfloat16, enabled=self.config.bf16
+            ):
                 logits = self.forward(train.tokens[index])
             if self.target_acc is not None and self._reached(logits, train.labels[index]):
                 return False
@@ -257,7 +294,10 @@ class TrainLoop:
     def save(self) -> None:
         """Checkpoint the weights, the optimizer and the minibatch RNG at the current step."""
         state = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
-        train_state = {"optimizer": cpu_copy(self.optimizer.state_dict()), "generator": self.generator.get_state()}
+        train_state = {
+            "optimizer": cpu_copy(self.optimizer.state_dict()),
+            "generator": self.generator.get_state(),
+        }
         self.session.save(self.step, state, train_state)
 
     def summary(self, targets: Mapping[str, Any]) -> dict[str, Any]:
@@ -271,14 +311,21 @@ def show_accuracies(bar: tqdm, records: list[dict[str, Any] | None]) -> None:
     records = [r for r in records if r is not None]
     if records:
         keys = [k for k in records[0] if k.count("/") == 1 and k.endswith("/acc")]
-        bar.set_postfix_str(" ".join(f"{k[:-4]} {sum(r[k] for r in records) / len(records):.3f}" for k in keys))
+        bar.set_postfix_str(
+            " ".join(f"{k[:-4]} {sum(r[k] for r in records) / len(records):.3f}" for k in keys)
+        )
 
 
 def _to(split: Split, device: str) -> Split:
     if device == "cpu":
         return split
-    return Split(split.name, split.tokens.to(device), split.labels.to(device),
-                 {k: v.to(device) for k, v in split.groups.items()}, {k: v.to(device) for k, v in split.extras.items()})
+    return Split(
+        split.name,
+        split.tokens.to(device),
+        split.labels.to(device),
+        {k: v.to(device) for k, v in split.groups.items()},
+        {k: v.to(device) for k, v in split.extras.items()},
+    )
 
 
 class StopFlag:

@@ -18,9 +18,10 @@ separate processes (`interp train --seeds`) are usually faster (`benchmarks/mult
 Numerics: the batched matmuls sum in another order than the per-seed ones, so a vectorised seed
 equals its separately trained run up to float rounding (tested), not bit for bit. Everything
 else of the engine holds: evaluation and checkpoints on the same schedule (the stacked state is
-copied into each seed's `TrainLoop` first: this module replaces only `TrainLoop.epoch`), SIGINT / SIGTERM save every seed, and a
-vectorised group resumed vectorised is bit-identical to an uninterrupted one (CPU). Each seed's
-folder is an ordinary run that `train` can also resume alone.
+copied into each seed's `TrainLoop` first: this module replaces only `TrainLoop.epoch`),
+SIGINT / SIGTERM save every seed, and a vectorised group resumed vectorised is bit-identical
+to an uninterrupted one (CPU). Each seed's folder is an ordinary run that `train` can also
+resume alone.
 """
 
 from __future__ import annotations
@@ -54,8 +55,13 @@ from interp.training.loop import (
 
 
 def train_vectorized(
-    run_dirs: Sequence[str | Path], models: Sequence[nn.Module], task: Task, configs: Sequence[TrainConfig], *,
-    device: str = "cpu", progress: bool = True,
+    run_dirs: Sequence[str | Path],
+    models: Sequence[nn.Module],
+    task: Task,
+    configs: Sequence[TrainConfig],
+    *,
+    device: str = "cpu",
+    progress: bool = True,
 ) -> list[dict[str, Any]]:
     """Train several seeds of one model shape on `task` as one vectorised model.
 
@@ -81,8 +87,10 @@ def train_vectorized(
     splits = task.splits(configs[0].data_seed)
     digests = split_digests(splits)
     with contextlib.ExitStack() as stack:
-        runs = [stack.enter_context(open_run(d, run_config(m, task, c), digests))
-                for d, m, c in zip(run_dirs, models, configs)]
+        runs = [
+            stack.enter_context(open_run(d, run_config(m, task, c), digests))
+            for d, m, c in zip(run_dirs, models, configs)
+        ]
         todo = [i for i, run in enumerate(runs) if run.finished() is None]
         if todo:
             start = _common_step([runs[i] for i in todo])
@@ -98,20 +106,27 @@ def train_vectorized(
 
 def _check_group(models: Sequence[nn.Module], configs: Sequence[TrainConfig], n_runs: int) -> None:
     if not (n_runs == len(models) == len(configs)) or n_runs == 0:
-        raise ConfigError(f"got {n_runs} run folders, {len(models)} models and {len(configs)} configs",
-                          "give one of each per seed, at least one")
+        raise ConfigError(
+            f"got {n_runs} run folders, {len(models)} models and {len(configs)} configs",
+            "give one of each per seed, at least one",
+        )
     first = {k: v for k, v in to_dict(configs[0]).items() if k != "seed"}
     for config in configs[1:]:
         other = {k: v for k, v in to_dict(config).items() if k != "seed"}
         for key in first:
             if first[key] != other[key]:
-                raise ConfigError(f"vectorised seeds must share every training setting but the seed; "
-                                  f"{key} is {first[key]!r} and {other[key]!r}", "train them as separate groups")
+                raise ConfigError(
+                    f"vectorised seeds must share every training setting but the seed; "
+                    f"{key} is {first[key]!r} and {other[key]!r}",
+                    "train them as separate groups",
+                )
     shapes = [[(n, tuple(p.shape)) for n, p in m.named_parameters()] for m in models]
     for model, shape in zip(models[1:], shapes[1:]):
         if model.cfg != models[0].cfg or shape != shapes[0]:
-            raise ConfigError("vectorised seeds must share one model config (one shape)",
-                              "train differently shaped models as separate groups")
+            raise ConfigError(
+                "vectorised seeds must share one model config (one shape)",
+                "train differently shaped models as separate groups",
+            )
 
 
 def _common_step(runs: Sequence[RunSession]) -> int:
@@ -154,10 +169,13 @@ class StackedSeeds:
         buffers = [dict(loop.model.named_buffers()) for loop in loops]
         self.buffers = {f"model.{n}": torch.stack([b[n] for b in buffers]) for n in buffers[0]}
         c = self.config
-        self.optimizer = torch.optim.AdamW(list(self.params.values()), lr=c.lr, betas=c.betas, weight_decay=c.weight_decay)
+        self.optimizer = torch.optim.AdamW(
+            list(self.params.values()), lr=c.lr, betas=c.betas, weight_decay=c.weight_decay
+        )
         self._load_optimizer_states()
         self._grad = vmap(grad(self._loss), in_dims=(0, 0, None, None))
         self._grad_batched = vmap(grad(self._loss), in_dims=(0, 0, 0, 0))  # minibatches: one order per seed
+
     def _load_optimizer_states(self) -> None:
         """Stack the seeds' AdamW states (empty on a fresh run) into the stacked optimizer's."""
         states = [loop.optimizer.state_dict()["state"] for loop in self.loops]
@@ -172,18 +190,28 @@ class StackedSeeds:
                 for k, v in states[0][i].items()
             }
 
-    def _loss(self, params: dict[str, Tensor], buffers: dict[str, Tensor], tokens: Tensor, labels: Tensor) -> Tensor:
+    def _loss(
+        self, params: dict[str, Tensor], buffers: dict[str, Tensor], tokens: Tensor, labels: Tensor
+    ) -> Tensor:
         """One seed's training loss (under `vmap`, `params` are that seed's slices)."""
         device_type = torch.device(self.device).type
         with torch.autocast(device_type=device_type, dtype=torch.bfloat16, enabled=self.config.bf16):
-            logits = functional_call(self.module, ({f"model.{n}": p for n, p in params.items()}, buffers), (tokens,))
+            logits = functional_call(
+                self.module, ({f"model.{n}": p for n, p in params.items()}, buffers), (tokens,)
+            )
         return per_example_loss(logits.float(), labels, self.config.loss).mean()
 
     def run(self, stop: StopFlag, progress: bool) -> None:
         """Train every seed to the last epoch; evaluate and save on the shared schedule."""
         config = self.config
-        bar = tqdm(total=config.epochs, initial=max(self.step, 0), disable=not progress, unit="epoch",
-                   dynamic_ncols=True, desc=f"{len(self.loops)} seeds")
+        bar = tqdm(
+            total=config.epochs,
+            initial=max(self.step, 0),
+            disable=not progress,
+            unit="epoch",
+            dynamic_ncols=True,
+            desc=f"{len(self.loops)} seeds",
+        )
         with bar:
             if self.step < 0:  # fresh runs: record and save the initial states as epoch 0
                 self._advance(bar, 0)
@@ -208,17 +236,22 @@ class StackedSeeds:
             show_accuracies(bar, [loop.after_step() for loop in self.loops])
 
     def epoch(self) -> None:
+        """One epoch of every seed in one stacked step (or one per minibatch)."""
         train = self.loops[0].splits["train"]
         n, size = len(train), self.config.batch_size or len(train)
         orders = None
         if size < n:  # each seed draws its own order from its own generator, as a separate run does
-            orders = torch.stack([torch.randperm(n, generator=loop.generator) for loop in self.loops]).to(self.device)
+            orders = torch.stack([torch.randperm(n, generator=loop.generator) for loop in self.loops]).to(
+                self.device
+            )
         for start in range(0, n, size):
             if orders is None:
                 grads = self._grad(self.params, self.buffers, train.tokens, train.labels)
             else:
                 index = orders[:, start : start + size]  # [seeds, batch]
-                grads = self._grad_batched(self.params, self.buffers, train.tokens[index], train.labels[index])
+                grads = self._grad_batched(
+                    self.params, self.buffers, train.tokens[index], train.labels[index]
+                )
             for name, stacked in self.params.items():
                 stacked.grad = grads[name]
             self.optimizer.step()
@@ -235,4 +268,6 @@ class StackedSeeds:
                 own[name].copy_(stacked[s])
                 state = self.optimizer.state.get(stacked)
                 if state:
-                    loop.optimizer.state[own[name]] = {k: v.clone() if k == "step" else v[s].clone() for k, v in state.items()}
+                    loop.optimizer.state[own[name]] = {
+                        k: v.clone() if k == "step" else v[s].clone() for k, v in state.items()
+                    }

@@ -65,7 +65,10 @@ class GridSpec:
     @property
     def widths(self) -> tuple[float, float]:
         """Bin widths along x and y."""
-        return ((self.x_range[1] - self.x_range[0]) / self.n_x, (self.y_range[1] - self.y_range[0]) / self.n_y)
+        return (
+            (self.x_range[1] - self.x_range[0]) / self.n_x,
+            (self.y_range[1] - self.y_range[0]) / self.n_y,
+        )
 
     def contains(self, x: float, y: float) -> bool:
         """Whether ``(x, y)`` lies in ``[x_lo, x_hi) x [y_lo, y_hi)`` (NaN never does)."""
@@ -88,8 +91,10 @@ class GridSpec:
     def centres(self) -> tuple[Tensor, Tensor]:
         """Bin centres along x and y (float64)."""
         dx, dy = self.widths
-        return (self.x_range[0] + dx * (torch.arange(self.n_x, dtype=torch.float64) + 0.5),
-                self.y_range[0] + dy * (torch.arange(self.n_y, dtype=torch.float64) + 0.5))
+        return (
+            self.x_range[0] + dx * (torch.arange(self.n_x, dtype=torch.float64) + 0.5),
+            self.y_range[0] + dy * (torch.arange(self.n_y, dtype=torch.float64) + 0.5),
+        )
 
 
 def at(S: Tensor, spec: GridSpec, i: int, j: int) -> Tensor:
@@ -112,8 +117,12 @@ def interpolate(S: Tensor, spec: GridSpec, cv: Tensor) -> Tensor:
     dx, dy = spec.widths
     i0, i1, tx = _axis((cv[0] - spec.x_range[0]) / dx - 0.5, spec.n_x)
     j0, j1, ty = _axis((cv[1] - spec.y_range[0]) / dy - 0.5, spec.n_y)
-    return ((1 - tx) * (1 - ty) * S[i0, j0] + tx * (1 - ty) * S[i1, j0]
-            + (1 - tx) * ty * S[i0, j1] + tx * ty * S[i1, j1])
+    return (
+        (1 - tx) * (1 - ty) * S[i0, j0]
+        + tx * (1 - ty) * S[i1, j0]
+        + (1 - tx) * ty * S[i0, j1]
+        + tx * ty * S[i1, j1]
+    )
 
 
 def _kernel_1d(centre: int, sigma: float, n: int) -> Tensor:
@@ -140,7 +149,7 @@ def deposit(S: Tensor, spec: GridSpec, i: int, j: int, amount: float, sigma: tup
 
 
 def flatness(H: Tensor) -> float:
-    """min / mean of the visited bins of a histogram (0 if nothing was visited)."""
+    """Min / mean of the visited bins of a histogram (0 if nothing was visited)."""
     visited = H[H > 0]
     return float(visited.min() / visited.mean()) if len(visited) else 0.0
 

@@ -86,8 +86,14 @@ class Sampler:
         OutOfGrid: If a walker starts outside the grid.
     """
 
-    def __init__(self, cv: CV, config: WLMDConfig, theta0: Tensor | None = None, *,
-                 state: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        cv: CV,
+        config: WLMDConfig,
+        theta0: Tensor | None = None,
+        *,
+        state: Mapping[str, Any] | None = None,
+    ) -> None:
         self.cv_fn, self.config, self.spec = cv, config, config.grid
         if state is not None:
             self._load(state)
@@ -108,18 +114,32 @@ class Sampler:
             if cv_w is None:
                 raise OutOfGrid(f"walker {w} starts outside the grid (widen the grid or move the start)")
             self.cv[w], self.force[w] = cv_w, f_w
-            self.v[w] = self._tangent(torch.randn(self.theta.shape[1], generator=self.gen, dtype=self.theta.dtype)
-                                      * config.kT**0.5, self.theta[w])
+            self.v[w] = self._tangent(
+                torch.randn(self.theta.shape[1], generator=self.gen, dtype=self.theta.dtype) * config.kT**0.5,
+                self.theta[w],
+            )
 
     @property
     def n_walkers(self) -> int:
+        """Number of walkers."""
         return self.theta.shape[0]
 
     def state_dict(self) -> dict[str, Any]:
         """Everything that determines the future, as tensors and plain numbers (weights_only-safe)."""
-        return {"theta": self.theta.clone(), "v": self.v.clone(), "force": self.force.clone(), "cv": self.cv.clone(),
-                "S": self.S.clone(), "H": self.H.clone(), "rng": self.gen.get_state(), "step": self.step,
-                "ln_f": self.ln_f, "halvings": self.halvings, "walls": self.walls, "frozen": self.frozen}
+        return {
+            "theta": self.theta.clone(),
+            "v": self.v.clone(),
+            "force": self.force.clone(),
+            "cv": self.cv.clone(),
+            "S": self.S.clone(),
+            "H": self.H.clone(),
+            "rng": self.gen.get_state(),
+            "step": self.step,
+            "ln_f": self.ln_f,
+            "halvings": self.halvings,
+            "walls": self.walls,
+            "frozen": self.frozen,
+        }
 
     def _load(self, state: Mapping[str, Any]) -> None:
         for key in ("theta", "v", "force", "cv", "S", "H"):
@@ -237,6 +257,7 @@ class ModelCVs:
         return state
 
     def __call__(self, theta: Tensor) -> Tensor:
+        """The collective variables ``(x, y)`` [2] of the flat parameters `theta` [P], differentiably."""
         params = {f"model.{k}": v for k, v in self.unflatten(theta).items()}
         logits = torch.func.functional_call(self._call, params, (self.train.tokens,)).float()
         x = F.cross_entropy(logits, self.train.labels).log()
@@ -260,9 +281,19 @@ class _Readout(nn.Module):
         return (getattr(self.model, "fast_readout", None) or self.model.readout)(tokens)
 
 
-def wlmd_run(run_dir: str | Path, run_config: Mapping[str, Any], cvs: ModelCVs, theta0: Tensor | None, config: WLMDConfig,
-             steps: int, *, checkpoint_every: int = 1000, log_every: int = 100,
-             meta: Mapping[str, Any] | None = None, digests: Mapping[str, str] | None = None) -> Sampler:
+def wlmd_run(
+    run_dir: str | Path,
+    run_config: Mapping[str, Any],
+    cvs: ModelCVs,
+    theta0: Tensor | None,
+    config: WLMDConfig,
+    steps: int,
+    *,
+    checkpoint_every: int = 1000,
+    log_every: int = 100,
+    meta: Mapping[str, Any] | None = None,
+    digests: Mapping[str, str] | None = None,
+) -> Sampler:
     """Run (or resume) the entropy phase into `run_dir` until `steps` steps.
 
     Checkpoints hold walker 0's model state dict (so analyses open them) and the whole sampler
@@ -280,24 +311,52 @@ def wlmd_run(run_dir: str | Path, run_config: Mapping[str, Any], cvs: ModelCVs, 
         while sampler.step < steps:
             sampler.advance()
             if sampler.step % log_every == 0:
-                run.log({"step": sampler.step, "ln_f": sampler.current_ln_f(), "walls": sampler.walls,
-                         "flatness": flatness(sampler.H.sum(0)), "cv": sampler.cv.tolist()})
+                run.log(
+                    {
+                        "step": sampler.step,
+                        "ln_f": sampler.current_ln_f(),
+                        "walls": sampler.walls,
+                        "flatness": flatness(sampler.H.sum(0)),
+                        "cv": sampler.cv.tolist(),
+                    }
+                )
             if sampler.step % checkpoint_every == 0 or sampler.step == steps:
                 _save(run, sampler, cvs, meta)
     return sampler
 
 
 def _save(run: RunSession, sampler: Sampler, cvs: ModelCVs, meta: Mapping[str, Any] | None) -> None:
-    run.save(sampler.step, cvs.state_dict(sampler.theta[0]), {"wlmd": sampler.state_dict()},
-             meta={**(meta or {}), "cv": sampler.cv[0].tolist()})
+    run.save(
+        sampler.step,
+        cvs.state_dict(sampler.theta[0]),
+        {"wlmd": sampler.state_dict()},
+        meta={**(meta or {}), "cv": sampler.cv[0].tolist()},
+    )
 
 
-def wlmd_produce(out_dir: str | Path, run_config: Mapping[str, Any], cvs: ModelCVs, sampler: Sampler, steps: int,
-                 window: tuple[float, float, float, float], *, every: int = 1, max_samples: int | None = None,
-                 meta: Mapping[str, Any] | None = None, digests: Mapping[str, str] | None = None) -> list[Path]:
+def wlmd_produce(
+    out_dir: str | Path,
+    run_config: Mapping[str, Any],
+    cvs: ModelCVs,
+    sampler: Sampler,
+    steps: int,
+    window: tuple[float, float, float, float],
+    *,
+    every: int = 1,
+    max_samples: int | None = None,
+    meta: Mapping[str, Any] | None = None,
+    digests: Mapping[str, str] | None = None,
+) -> list[Path]:
     """Sample with S frozen; save each walker state whose (x, y) is in `window` as a checkpoint.
 
     Args:
+        run_config: The config.json content (model, task, `train`); a ``wlmd_production``
+            section with the window and steps is added.
+        cvs: The collective variables the walkers are measured in.
+        sampler: The sampler after its entropy phase (`wlmd_run`); it is advanced in place.
+        steps: Production steps.
+        meta: More checkpoint metadata.
+        digests: Split digests of the CVs' data, stored with every sample.
         out_dir: A new run folder; checkpoint `n` is the n-th sample (meta: x, y, walker,
             sampler step). DONE is written at the end; a partial folder is refused.
         window: ``(x_lo, x_hi, y_lo, y_hi)``, inclusive.
@@ -310,7 +369,9 @@ def wlmd_produce(out_dir: str | Path, run_config: Mapping[str, Any], cvs: ModelC
     production = {"window": list(window), "steps": steps, "every": every, "max_samples": max_samples}
     with open_run(out_dir, {**run_config, "wlmd_production": production}, digests) as run:
         if run.checkpoints() or run.finished() is not None:
-            raise CheckpointError(f"{run.run_dir} already holds samples", "production is not resumable; use a new folder")
+            raise CheckpointError(
+                f"{run.run_dir} already holds samples", "production is not resumable; use a new folder"
+            )
         sampler.frozen = True
         saved: list[Path] = []
         x_lo, x_hi, y_lo, y_hi = window
@@ -320,9 +381,17 @@ def wlmd_produce(out_dir: str | Path, run_config: Mapping[str, Any], cvs: ModelC
                 continue
             for w in range(sampler.n_walkers):
                 x, y = sampler.cv[w].tolist()
-                if x_lo <= x <= x_hi and y_lo <= y <= y_hi and (max_samples is None or len(saved) < max_samples):
+                if (
+                    x_lo <= x <= x_hi
+                    and y_lo <= y <= y_hi
+                    and (max_samples is None or len(saved) < max_samples)
+                ):
                     info = {"x": x, "y": y, "walker": w, "sampler_step": sampler.step}
-                    saved.append(run.save(len(saved), cvs.state_dict(sampler.theta[w]), None, meta={**(meta or {}), **info}))
+                    saved.append(
+                        run.save(
+                            len(saved), cvs.state_dict(sampler.theta[w]), None, meta={**(meta or {}), **info}
+                        )
+                    )
                     run.log({"step": len(saved) - 1, **info})
             if max_samples is not None and len(saved) >= max_samples:
                 break

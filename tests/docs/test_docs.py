@@ -1,5 +1,6 @@
 """The docs stay true to the code: tutorials execute (tiny), analysis pages match the registry,
-every CLI command the docs name exists, every error class has its section."""
+every CLI command the docs name exists, every error class has its section.
+"""
 
 from __future__ import annotations
 
@@ -85,12 +86,15 @@ def test_every_command_the_docs_name_exists():
 
 def test_every_error_class_has_a_section_on_the_errors_page():
     text = (DOCS / "errors.md").read_text()
-    classes = [c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, Exception) and c.__module__ == errors.__name__]
+    classes = [
+        c
+        for c in vars(errors).values()
+        if isinstance(c, type) and issubclass(c, Exception) and c.__module__ == errors.__name__
+    ]
     assert len(classes) >= 5
     for cls in classes:
         anchor = getattr(cls, "anchor", cls.__name__.lower())
         assert f"({anchor})=" in text and f"## {cls.__name__}" in text, cls.__name__
-
 
 
 SUBMODULE_IMPORT = re.compile(r"^\s*(?:from\s+interp\.[\w.]+\s+import|import\s+interp\.)", re.MULTILINE)
@@ -108,12 +112,21 @@ def test_every_public_name_of_interp_and_its_subpackages_resolves_without_torch_
     import importlib
     import subprocess
 
-    code = ("import sys, interp, interp.store, interp.training, interp.dissect, interp.wlmd, interp.sweep\n"
-            "assert 'torch' not in sys.modules, 'importing the packages imported torch'\n"
-            "for pkg in (interp, interp.store, interp.training, interp.dissect, interp.wlmd, interp.sweep):\n"
-            "    assert set(pkg.__all__) <= set(dir(pkg))\n")
+    code = (
+        "import sys, interp, interp.store, interp.training, interp.dissect, interp.wlmd, interp.sweep\n"
+        "assert 'torch' not in sys.modules, 'importing the packages imported torch'\n"
+        "for pkg in (interp, interp.store, interp.training, interp.dissect, interp.wlmd, interp.sweep):\n"
+        "    assert set(pkg.__all__) <= set(dir(pkg))\n"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
-    for package in ("interp", "interp.store", "interp.training", "interp.dissect", "interp.wlmd", "interp.sweep"):
+    for package in (
+        "interp",
+        "interp.store",
+        "interp.training",
+        "interp.dissect",
+        "interp.wlmd",
+        "interp.sweep",
+    ):
         module = importlib.import_module(package)
         missing = [name for name in module.__all__ if getattr(module, name, None) is None]
         assert not missing, f"{package}: {missing}"

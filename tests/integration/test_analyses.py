@@ -1,5 +1,6 @@
 """Every registered analysis, end to end on a tiny trained run: the CLI and the Python API
-give identical saved results, results round-trip through save/load, and bad input exits 2."""
+give identical saved results, results round-trip through save/load, and bad input exits 2.
+"""
 
 from __future__ import annotations
 
@@ -84,7 +85,9 @@ def test_registry_entry_matches_its_module(name):
     assert analysis.models and set(analysis.models) <= kinds, "declare the model kinds it applies to"
     assert any(_applies(name, run) for run in RUNS), "no integration run exercises it"
     assert dataclasses.is_dataclass(analysis.params) and analysis.params.__dataclass_params__.frozen
-    assert all(f.metadata.get("help") for f in dataclasses.fields(analysis.params)), "every param needs a help text"
+    assert all(f.metadata.get("help") for f in dataclasses.fields(analysis.params)), (
+        "every param needs a help text"
+    )
 
 
 @pytest.mark.parametrize("name, run", CASES)
@@ -100,8 +103,9 @@ def test_cli_and_python_api_give_identical_results(name, run, runs, tmp_path, ca
     assert api_json == cli_json
     assert api_tensors.keys() == cli_tensors.keys()
     for key in api_tensors:
-        torch.testing.assert_close(api_tensors[key], cli_tensors[key], rtol=0, atol=0, equal_nan=True,
-                                   msg=key)
+        torch.testing.assert_close(
+            api_tensors[key], cli_tensors[key], rtol=0, atol=0, equal_nan=True, msg=key
+        )
     assert (tmp_path / "cli" / "figure.html").stat().st_size > 0
     loaded = analysis.result.load(tmp_path / "api")
     assert loaded.to_frame().equals(result.to_frame())
@@ -113,8 +117,15 @@ def test_bad_checkpoint_exits_2(name, tmp_path, capsys):
     assert code == 2 and "nope" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("name", [n for n in REGISTRY if "split" in {f.name for f in dataclasses.fields(get_analysis(n).params)}
-                                  and "transformer" in get_analysis(n).models])
+@pytest.mark.parametrize(
+    "name",
+    [
+        n
+        for n in REGISTRY
+        if "split" in {f.name for f in dataclasses.fields(get_analysis(n).params)}
+        and "transformer" in get_analysis(n).models
+    ],
+)
 def test_bad_split_exits_2_with_did_you_mean(name, run_dir, capsys):
     code, _, err = _cli(capsys, name, "--ckpt", str(run_dir), "--split", "adb")
     assert code == 2 and "did you mean 'adv'" in err
@@ -154,15 +165,19 @@ def test_no_analysis_lets_a_hook_fail_silently(name, run, runs, tmp_path):
     broken_json, broken_tensors = _saved(tmp_path / "broken")
     assert intact_json == broken_json
     for key in intact_tensors:
-        torch.testing.assert_close(intact_tensors[key], broken_tensors[key], rtol=0, atol=0, equal_nan=True,
-                                   msg=key)
+        torch.testing.assert_close(
+            intact_tensors[key], broken_tensors[key], rtol=0, atol=0, equal_nan=True, msg=key
+        )
 
 
-@pytest.mark.parametrize("name, run, params", [
-    ("progress", "modadd_transformer", ["--param", "frequencies=1,2"]),
-    ("fourier", "quadratic_mlp", []),
-    ("dla", "transformer", ["--param", "splits=adv"]),
-])
+@pytest.mark.parametrize(
+    "name, run, params",
+    [
+        ("progress", "modadd_transformer", ["--param", "frequencies=1,2"]),
+        ("fourier", "quadratic_mlp", []),
+        ("dla", "transformer", ["--param", "splits=adv"]),
+    ],
+)
 def test_evolve_runs_an_analysis_over_every_checkpoint_with_its_params(
     name, run, params, runs, tmp_path, capsys
 ):
@@ -170,8 +185,18 @@ def test_evolve_runs_an_analysis_over_every_checkpoint_with_its_params(
 
     from interp.store import list_checkpoints
 
-    code, out, err = _cli(capsys, "evolve", "--run", str(runs[run]), "--analysis", name, *params,
-                          "--out", str(tmp_path), "--no-progress")
+    code, out, err = _cli(
+        capsys,
+        "evolve",
+        "--run",
+        str(runs[run]),
+        "--analysis",
+        name,
+        *params,
+        "--out",
+        str(tmp_path),
+        "--no-progress",
+    )
     assert code == 0, err
     frame = pd.read_csv(tmp_path / f"{name}.csv")
     assert sorted(frame["step"].unique()) == list_checkpoints(runs[run])
@@ -182,6 +207,7 @@ def test_evolve_runs_an_analysis_over_every_checkpoint_with_its_params(
 
 
 def test_evolve_rejects_unknown_params_with_exit_2(runs, capsys):
-    code, _, err = _cli(capsys, "evolve", "--run", str(runs["transformer"]), "--analysis", "dla",
-                        "--param", "neuron=1")
+    code, _, err = _cli(
+        capsys, "evolve", "--run", str(runs["transformer"]), "--analysis", "dla", "--param", "neuron=1"
+    )
     assert code == 2 and "did you mean 'neurons'" in err and "Traceback" not in err

@@ -34,8 +34,23 @@ def test_help_lists_commands_fast_and_without_torch():
     assert float(seconds) < 0.5
 
 
-TINY = ["--preset", "mpsp-1l1h", "--vocab", "10", "--n", "4", "--n-train", "64", "--n-val", "16", "--n-adv", "16",
-        "--eval-every", "2", "--no-progress"]
+TINY = [
+    "--preset",
+    "mpsp-1l1h",
+    "--vocab",
+    "10",
+    "--n",
+    "4",
+    "--n-train",
+    "64",
+    "--n-val",
+    "16",
+    "--n-adv",
+    "16",
+    "--eval-every",
+    "2",
+    "--no-progress",
+]
 
 
 @pytest.mark.parametrize(
@@ -53,7 +68,10 @@ TINY = ["--preset", "mpsp-1l1h", "--vocab", "10", "--n", "4", "--n-train", "64",
         (["train", "--resume", "does/not/exist"], "does/not/exist"),
         (["train", "--bogus"], "No such option"),
         (["train", "--vectorize", "--out", "X"], "no --seeds were given"),
-        (["train", "--vectorize", "--seeds", "0-1", "--jobs", "2", "--out", "X"], "--jobs sets parallel processes"),
+        (
+            ["train", "--vectorize", "--seeds", "0-1", "--jobs", "2", "--out", "X"],
+            "--jobs sets parallel processes",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_one_line(capsys, tmp_path, monkeypatch, args, message):
@@ -92,7 +110,9 @@ def test_train_writes_a_run_and_prints_a_summary(capsys, tmp_path):
 
 
 def test_seeds_train_into_one_folder_each(capsys, tmp_path):
-    code, stdout, err = run_cli(capsys, "train", *TINY, "--epochs", "2", "--seeds", "0,2", "--jobs", "1", "--out", str(tmp_path))
+    code, stdout, err = run_cli(
+        capsys, "train", *TINY, "--epochs", "2", "--seeds", "0,2", "--jobs", "1", "--out", str(tmp_path)
+    )
     assert code == 0, err
     assert is_done(tmp_path / "seed_0") and is_done(tmp_path / "seed_2")
     assert read_config(tmp_path / "seed_2")["train"]["seed"] == 2
@@ -108,7 +128,9 @@ def test_describe_prints_splits_ratios_parameters_and_hooks(capsys):
 
 
 def test_vectorized_seeds_train_in_this_process_into_one_folder_each(capsys, tmp_path):
-    code, stdout, err = run_cli(capsys, "train", *TINY, "--epochs", "2", "--seeds", "0,2", "--vectorize", "--out", str(tmp_path))
+    code, stdout, err = run_cli(
+        capsys, "train", *TINY, "--epochs", "2", "--seeds", "0,2", "--vectorize", "--out", str(tmp_path)
+    )
     assert code == 0, err
     assert is_done(tmp_path / "seed_0") and is_done(tmp_path / "seed_2")
     assert read_config(tmp_path / "seed_2")["train"]["seed"] == 2

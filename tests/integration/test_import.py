@@ -1,6 +1,7 @@
 """`interp import`: TransformerLens-convention checkpoints built with TransformerLens 3.9 become run
 folders whose model computes what the TransformerLens model computes; files that need pickled
-code are refused with exit 2, never unpickled."""
+code are refused with exit 2, never unpickled.
+"""
 
 from __future__ import annotations
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from interp.store.checkpoint import list_checkpoints, load_checkpoint
 from interp.cli import main
+from interp.store.checkpoint import list_checkpoints, load_checkpoint
 from interp.store.run_folder import read_done
 
 
@@ -13,8 +13,24 @@ from interp.store.run_folder import read_done
 def goldilocks(tmp_path_factory):
     out = tmp_path_factory.mktemp("b") / "adamw"
     with pytest.raises(SystemExit) as info:
-        main(["train", "--preset", "modadd-1l", "--p", "7", "--epochs", "6", "--weight-norm", "20",
-              "--eval-every", "3", "--out", str(out), "--no-progress"])
+        main(
+            [
+                "train",
+                "--preset",
+                "modadd-1l",
+                "--p",
+                "7",
+                "--epochs",
+                "6",
+                "--weight-norm",
+                "20",
+                "--eval-every",
+                "3",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
     assert info.value.code == 0
     return out
 
@@ -27,8 +43,21 @@ def _cli(capsys, *args):
 
 
 def test_inject_reports_whether_the_target_was_reached(goldilocks, tmp_path, capsys):
-    code, out, err = _cli(capsys, "inject", "--ckpt", goldilocks, "--noise", "sum", "--k", "3", "--max-steps", "4",
-                          "--out", tmp_path / "inj", "--no-progress")
+    code, out, err = _cli(
+        capsys,
+        "inject",
+        "--ckpt",
+        goldilocks,
+        "--noise",
+        "sum",
+        "--k",
+        "3",
+        "--max-steps",
+        "4",
+        "--out",
+        tmp_path / "inj",
+        "--no-progress",
+    )
     assert code == 0, err
     summary = read_done(tmp_path / "inj")
     assert summary["reached"] is False and summary["steps"] == 4
@@ -36,30 +65,90 @@ def test_inject_reports_whether_the_target_was_reached(goldilocks, tmp_path, cap
 
 
 def test_wlmd_runs_both_phases_into_resumable_folders(goldilocks, tmp_path, capsys):
-    code, out, err = _cli(capsys, "wlmd", "--ckpt", goldilocks, "--out", tmp_path / "w", "--steps", "6",
-                          "--production-steps", "4", "--every", "2", "--walkers", "2")
+    code, out, err = _cli(
+        capsys,
+        "wlmd",
+        "--ckpt",
+        goldilocks,
+        "--out",
+        tmp_path / "w",
+        "--steps",
+        "6",
+        "--production-steps",
+        "4",
+        "--every",
+        "2",
+        "--walkers",
+        "2",
+    )
     assert code == 0, err
     assert "samples in the target window" in out
     assert list_checkpoints(tmp_path / "w" / "entropy")
 
 
 def test_wlmd_grid_options_set_the_entropy_grid(goldilocks, tmp_path, capsys):
-    code, _, err = _cli(capsys, "wlmd", "--ckpt", goldilocks, "--out", tmp_path / "w", "--steps", "4",
-                        "--production-steps", "2", "--every", "1", "--walkers", "1", "--x-below", "0.75", "--x-above", "0.25",
-                        "--y-low", "0.5", "--bins", "4", "7")
+    code, _, err = _cli(
+        capsys,
+        "wlmd",
+        "--ckpt",
+        goldilocks,
+        "--out",
+        tmp_path / "w",
+        "--steps",
+        "4",
+        "--production-steps",
+        "2",
+        "--every",
+        "1",
+        "--walkers",
+        "1",
+        "--x-below",
+        "0.75",
+        "--x-above",
+        "0.25",
+        "--y-low",
+        "0.5",
+        "--bins",
+        "4",
+        "7",
+    )
     assert code == 0, err
     S = load_checkpoint(tmp_path / "w" / "entropy").train_state["wlmd"]["S"]
     assert tuple(S.shape) == (1, 4, 7)  # walkers, x bins, y bins
 
 
 def test_wlmd_refuses_a_grid_without_the_start(goldilocks, tmp_path, capsys):
-    code, _, err = _cli(capsys, "wlmd", "--ckpt", goldilocks, "--out", tmp_path / "w", "--x-below", "0", "--x-above", "1")
+    code, _, err = _cli(
+        capsys, "wlmd", "--ckpt", goldilocks, "--out", tmp_path / "w", "--x-below", "0", "--x-above", "1"
+    )
     assert code == 2 and "WLMDSettings.x_below = 0.0" in err and not (tmp_path / "w").exists()
 
 
 def test_inject_refuses_a_study_a_run(tmp_path, capsys):
     run = tmp_path / "a"
-    assert _cli(capsys, "train", "--preset", "mpsp-1l1h", "--vocab", "10", "--n", "4", "--n-train", "64", "--n-val", "16",
-                "--n-adv", "16", "--epochs", "2", "--out", run, "--no-progress")[0] == 0
+    assert (
+        _cli(
+            capsys,
+            "train",
+            "--preset",
+            "mpsp-1l1h",
+            "--vocab",
+            "10",
+            "--n",
+            "4",
+            "--n-train",
+            "64",
+            "--n-val",
+            "16",
+            "--n-adv",
+            "16",
+            "--epochs",
+            "2",
+            "--out",
+            run,
+            "--no-progress",
+        )[0]
+        == 0
+    )
     code, _, err = _cli(capsys, "inject", "--ckpt", run, "--out", tmp_path / "x")
     assert code == 2 and "modular-addition" in err

@@ -14,15 +14,20 @@ import torch
 
 import analyses.studies.study_a as circuit_evolution
 from analyses import get_analysis, load_subject
-from analyses.studies.report import rate_table, wilson
-from interp.store import checkpoint_dir, list_checkpoints
-from interp.cli import main
 from analyses.evolution import evolve
+from analyses.studies.report import rate_table, wilson
+from interp.cli import main
+from interp.store import checkpoint_dir, list_checkpoints
 from interp.store.run_folder import is_done, read_done
 from interp.sweep.specs import read_sweep
 
-GRID = {"presets": ["mpsp-1l1h", "mpsp-2l1h"], "task": {"vocab": 12, "n": 4, "n_train": 128, "n_val": 32, "n_adv": 32},
-        "train": {"epochs": 12, "eval_every": 4, "checkpoint_log_points": 4}, "axes": {"r": [0.5, 0.9]}, "seeds": 2}
+GRID = {
+    "presets": ["mpsp-1l1h", "mpsp-2l1h"],
+    "task": {"vocab": 12, "n": 4, "n_train": 128, "n_val": 32, "n_adv": 32},
+    "train": {"epochs": 12, "eval_every": 4, "checkpoint_log_points": 4},
+    "axes": {"r": [0.5, 0.9]},
+    "seeds": 2,
+}
 
 
 def _cli(capsys, *args):
@@ -37,7 +42,18 @@ def sweep_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("sweep")
     (folder / "grid.json").write_text(json.dumps(GRID))
     with pytest.raises(SystemExit) as info:
-        main(["sweep", "--grid", str(folder / "grid.json"), "--out", str(folder / "out"), "--jobs", "1", "--no-progress"])
+        main(
+            [
+                "sweep",
+                "--grid",
+                str(folder / "grid.json"),
+                "--out",
+                str(folder / "out"),
+                "--jobs",
+                "1",
+                "--no-progress",
+            ]
+        )
     assert info.value.code == 0
     return folder / "out"
 
@@ -50,7 +66,9 @@ def test_sweep_trains_every_grid_point_with_derived_seeds(sweep_dir):
     # Same model and seed index -> same init at every r; another seed index -> another init.
     assert by_point["mpsp-1l1h", 0.5, 0].train["seed"] == by_point["mpsp-1l1h", 0.9, 0].train["seed"]
     assert by_point["mpsp-1l1h", 0.5, 0].train["seed"] != by_point["mpsp-1l1h", 0.5, 1].train["seed"]
-    assert by_point["mpsp-1l1h", 0.5, 1].train["data_seed"] == by_point["mpsp-2l1h", 0.9, 1].train["data_seed"]
+    assert (
+        by_point["mpsp-1l1h", 0.5, 1].train["data_seed"] == by_point["mpsp-2l1h", 0.9, 1].train["data_seed"]
+    )
 
 
 def test_report_table_matches_the_runs_summaries(sweep_dir, capsys):
@@ -104,14 +122,23 @@ def test_circuit_evolution_figure_and_explorer(sweep_dir):
     run = read_sweep(sweep_dir)[0][0].out
     fig = circuit_evolution.circuit_evolution_figure(run)
     names = {trace.name for trace in fig.data}
-    assert {"train acc", "val acc", "adv acc", "cos(g_c, g_o)", "L0H0 qk_rho_weights", "L0H0 ov_parity_rho"} <= names
+    assert {
+        "train acc",
+        "val acc",
+        "adv acc",
+        "cos(g_c, g_o)",
+        "L0H0 qk_rho_weights",
+        "L0H0 ov_parity_rho",
+    } <= names
     explorer = circuit_evolution.attention_explorer(run)
     assert len(explorer.frames) == len(list_checkpoints(run))
 
 
 def test_phase2_onset_on_a_synthetic_stream():
-    records = [{"step": s, "adv/acc": a, "val/acc": v} for s, a, v in
-               [(0, 0.5, 0.5), (10, 0.1, 1.0), (20, 0.7, 0.95), (30, 0.7, 1.0), (40, 1.0, 1.0)]]
+    records = [
+        {"step": s, "adv/acc": a, "val/acc": v}
+        for s, a, v in [(0, 0.5, 0.5), (10, 0.1, 1.0), (20, 0.7, 0.95), (30, 0.7, 1.0), (40, 1.0, 1.0)]
+    ]
     assert circuit_evolution.phase2_onset(records, chance=0.5) == 30
     assert circuit_evolution.phase2_onset(records[:3], chance=0.5) is None
 
@@ -123,7 +150,9 @@ def test_a_failing_run_is_reported_and_the_others_finish(tmp_path, capsys):
     bad = out / "mpsp-1l1h" / "r=0.9" / "seed_0"
     bad.mkdir(parents=True)
     (bad / "config.json").write_text(json.dumps({"format_version": 1, "model": {}, "task": {}, "train": {}}))
-    code, _, err = _cli(capsys, "sweep", "--grid", tmp_path / "grid.json", "--out", out, "--jobs", "1", "--no-progress")
+    code, _, err = _cli(
+        capsys, "sweep", "--grid", tmp_path / "grid.json", "--out", out, "--jobs", "1", "--no-progress"
+    )
     assert code == 1
     assert "1 runs failed" in err and "r=0.9" in err
     assert is_done(out / "mpsp-1l1h" / "r=0.5" / "seed_0")
@@ -132,8 +161,22 @@ def test_a_failing_run_is_reported_and_the_others_finish(tmp_path, capsys):
 def test_interrupted_sweep_restarts_without_retraining_finished_runs(tmp_path):
     (tmp_path / "grid.json").write_text(json.dumps({**GRID, "train": {**GRID["train"], "epochs": 60}}))
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "interp", "sweep", "--grid", str(tmp_path / "grid.json"), "--out", str(out),
-               "--jobs", "1", "--threads", "1", "--no-progress", "--no-report"]
+    command = [
+        sys.executable,
+        "-m",
+        "interp",
+        "sweep",
+        "--grid",
+        str(tmp_path / "grid.json"),
+        "--out",
+        str(out),
+        "--jobs",
+        "1",
+        "--threads",
+        "1",
+        "--no-progress",
+        "--no-report",
+    ]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.time() + 120
     while time.time() < deadline and not list(out.glob("**/DONE")):
@@ -149,11 +192,28 @@ def test_interrupted_sweep_restarts_without_retraining_finished_runs(tmp_path):
 
 
 def test_submitit_local_executor_runs_a_tiny_sweep_end_to_end(tmp_path, capsys):
-    grid = {**GRID, "presets": ["mpsp-1l1h"], "axes": {"r": [0.9]}, "seeds": 2, "train": {**GRID["train"], "epochs": 4}}
+    grid = {
+        **GRID,
+        "presets": ["mpsp-1l1h"],
+        "axes": {"r": [0.9]},
+        "seeds": 2,
+        "train": {**GRID["train"], "epochs": 4},
+    }
     (tmp_path / "grid.json").write_text(json.dumps(grid))
     out = tmp_path / "out"
-    code, stdout, err = _cli(capsys, "sweep", "--grid", tmp_path / "grid.json", "--out", out,
-                             "--executor", "submitit-local", "--threads", "1", "--no-progress")
+    code, stdout, err = _cli(
+        capsys,
+        "sweep",
+        "--grid",
+        tmp_path / "grid.json",
+        "--out",
+        out,
+        "--executor",
+        "submitit-local",
+        "--threads",
+        "1",
+        "--no-progress",
+    )
     assert code == 0, err
     assert "2 runs finished" in stdout
     assert all(is_done(s.out) for s in read_sweep(out)[0])
@@ -163,8 +223,22 @@ def test_submitit_local_executor_runs_a_tiny_sweep_end_to_end(tmp_path, capsys):
 def test_ctrl_c_stops_the_whole_sweep_with_exit_130(tmp_path):
     (tmp_path / "grid.json").write_text(json.dumps({**GRID, "train": {**GRID["train"], "epochs": 400}}))
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "interp", "sweep", "--grid", str(tmp_path / "grid.json"), "--out", str(out),
-               "--jobs", "1", "--threads", "1", "--no-progress", "--no-report"]
+    command = [
+        sys.executable,
+        "-m",
+        "interp",
+        "sweep",
+        "--grid",
+        str(tmp_path / "grid.json"),
+        "--out",
+        str(out),
+        "--jobs",
+        "1",
+        "--threads",
+        "1",
+        "--no-progress",
+        "--no-report",
+    ]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while time.time() < deadline and not list(out.glob("**/checkpoints/LATEST")):

@@ -1,5 +1,6 @@
 """Never lose work: a real `interp train` process killed with SIGKILL (or stopped with SIGTERM)
-and resumed ends bit-identical to an uninterrupted run: weights, optimizer state, metrics."""
+and resumed ends bit-identical to an uninterrupted run: weights, optimizer state, metrics.
+"""
 
 from __future__ import annotations
 
@@ -16,18 +17,46 @@ from interp.store.checkpoint import load_checkpoint
 from interp.store.run_folder import is_done, read_metrics
 
 # Tiny but real: a 2-layer model with minibatches, so the minibatch RNG must resume too.
-ARGS = ["--preset", "mpsp-2l1h", "--vocab", "12", "--n", "4", "--n-train", "256", "--n-val", "64",
-        "--n-adv", "64", "--epochs", "40", "--batch-size", "100", "--eval-every", "3",
-        "--checkpoint-every", "5", "--threads", "2", "--no-progress"]
+ARGS = [
+    "--preset",
+    "mpsp-2l1h",
+    "--vocab",
+    "12",
+    "--n",
+    "4",
+    "--n-train",
+    "256",
+    "--n-val",
+    "64",
+    "--n-adv",
+    "64",
+    "--epochs",
+    "40",
+    "--batch-size",
+    "100",
+    "--eval-every",
+    "3",
+    "--checkpoint-every",
+    "5",
+    "--threads",
+    "2",
+    "--no-progress",
+]
 
 
 def _interp(*args: str, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "interp", *args], capture_output=True, text=True, timeout=300, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "interp", *args], capture_output=True, text=True, timeout=300, **kwargs
+    )
 
 
 def _start(out: Path, args: list[str] = ARGS) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "interp", "train", *args, "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "interp", "train", *args, "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _train_reference(out: Path, args: list[str]) -> Path:
@@ -43,7 +72,9 @@ def _wait_for_records(out: Path, n: int, proc: subprocess.Popen) -> None:
         if path.exists() and path.read_text().count("\n") >= n:
             return
         time.sleep(0.01)
-    raise AssertionError(f"training did not reach {n} records: {proc.poll()} {proc.stderr.read() if proc.stderr else ''}")
+    raise AssertionError(
+        f"training did not reach {n} records: {proc.poll()} {proc.stderr.read() if proc.stderr else ''}"
+    )
 
 
 def _assert_identical(a: Path, b: Path) -> None:
@@ -120,7 +151,9 @@ def test_vectorized_group_killed_then_rerun_is_bit_identical(tmp_path, vectorize
         _assert_identical(vectorized_reference / f"seed_{seed}", out / f"seed_{seed}")
 
 
-def test_vectorized_group_stopped_by_sigterm_saves_every_seed_and_resumes_bit_identical(tmp_path, vectorized_reference):
+def test_vectorized_group_stopped_by_sigterm_saves_every_seed_and_resumes_bit_identical(
+    tmp_path, vectorized_reference
+):
     out = tmp_path / "group"
     proc = _start(out, VECTORIZED)
     _wait_for_records(out / "seed_1", 4, proc)

@@ -19,7 +19,9 @@ def random_transformer(task: Task, seed: int = 0, **overrides) -> models.Transfo
     """
     cfg = models.TransformerConfig(
         **{"n_layers": 2, "n_heads": 2, "d_model": 16, "d_mlp": 32, **overrides},
-        n_ctx=task.n_ctx, d_vocab=task.d_vocab, d_vocab_out=task.d_vocab_out,
+        n_ctx=task.n_ctx,
+        d_vocab=task.d_vocab,
+        d_vocab_out=task.d_vocab_out,
     )
     model = models.Transformer(cfg, seed=seed)
     gen = torch.Generator().manual_seed(seed + 1)

@@ -59,7 +59,9 @@ def test_mean_ablation_equals_replacing_by_a_mean_computed_by_hand(model, data):
     modules = dict(model.named_modules())
     for c, comp in enumerate(components(model)):
         recorded = []
-        handle = modules[comp.hook].register_forward_hook(lambda m, i, out: recorded.append(out.detach().clone()))
+        handle = modules[comp.hook].register_forward_hook(
+            lambda m, i, out: recorded.append(out.detach().clone())
+        )
         try:
             with torch.no_grad():
                 model(tokens)

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from analyses.grads import ANALYSIS, GradsResult, Params, compute
+from analyses.subject import Subject
+from interp.dissect.group_gradients import GroupGradients, block_of, gradient_stats, group_gradients
 from interp.errors import ConfigError
 from interp.metrics import per_example_loss
-from interp.dissect.group_gradients import GroupGradients, block_of, gradient_stats, group_gradients
-from analyses.subject import Subject
 from models import QuadraticMLP, QuadraticMLPConfig, Transformer, TransformerConfig
 from tasks import ModAddTask, MPSPTask
 
@@ -17,8 +17,15 @@ TASK = MPSPTask(vocab=12, n=4, n_train=128, n_val=32, n_adv=32)
 
 
 def _transformer() -> Transformer:
-    cfg = TransformerConfig(n_layers=2, n_heads=2, d_model=16, d_mlp=32, n_ctx=TASK.n_ctx, d_vocab=TASK.d_vocab,
-                            d_vocab_out=TASK.d_vocab_out)
+    cfg = TransformerConfig(
+        n_layers=2,
+        n_heads=2,
+        d_model=16,
+        d_mlp=32,
+        n_ctx=TASK.n_ctx,
+        d_vocab=TASK.d_vocab,
+        d_vocab_out=TASK.d_vocab_out,
+    )
     return Transformer(cfg, seed=0)
 
 
@@ -50,19 +57,35 @@ def test_total_and_block_statistics_equal_hand_computation_from_backward():
     g_a = _backward_grads(model, train.tokens, train.labels, a, "cross_entropy")
     g_b = _backward_grads(model, train.tokens, train.labels, b, "cross_entropy")
     n_a, n_b = 115, 13
-    selections = {"total": lambda name: True,
-                  "blocks.0.attn": lambda name: name.startswith(("blocks.0.attn.", "blocks.0.ln1.")),
-                  "unembed": lambda name: name.startswith(("unembed.", "ln_final."))}
+    selections = {
+        "total": lambda name: True,
+        "blocks.0.attn": lambda name: name.startswith(("blocks.0.attn.", "blocks.0.ln1.")),
+        "unembed": lambda name: name.startswith(("unembed.", "ln_final.")),
+    }
     for block, keep in selections.items():
         i = stats.blocks.index(block)
         va = torch.cat([g.flatten() for name, g in g_a.items() if keep(name)]).double()
         vb = torch.cat([g.flatten() for name, g in g_b.items() if keep(name)]).double()
-        assert stats.cos[i].item() == pytest.approx(torch.nn.functional.cosine_similarity(va, vb, dim=0).item(), abs=1e-5)
+        assert stats.cos[i].item() == pytest.approx(
+            torch.nn.functional.cosine_similarity(va, vb, dim=0).item(), abs=1e-5
+        )
         assert stats.norm_a[i].item() == pytest.approx(va.norm().item(), rel=1e-5)
         assert stats.norm_b[i].item() == pytest.approx(vb.norm().item(), rel=1e-5)
-        assert stats.amp_weighted[i].item() == pytest.approx(n_b * vb.norm().item() / (n_a * va.norm().item()), rel=1e-5)
-        assert stats.net_norm[i].item() == pytest.approx(((n_a * va + n_b * vb) / (n_a + n_b)).norm().item(), rel=1e-5)
-    assert stats.blocks == ("total", "embed", "blocks.0.attn", "blocks.0.mlp", "blocks.1.attn", "blocks.1.mlp", "unembed")
+        assert stats.amp_weighted[i].item() == pytest.approx(
+            n_b * vb.norm().item() / (n_a * va.norm().item()), rel=1e-5
+        )
+        assert stats.net_norm[i].item() == pytest.approx(
+            ((n_a * va + n_b * vb) / (n_a + n_b)).norm().item(), rel=1e-5
+        )
+    assert stats.blocks == (
+        "total",
+        "embed",
+        "blocks.0.attn",
+        "blocks.0.mlp",
+        "blocks.1.attn",
+        "blocks.1.mlp",
+        "unembed",
+    )
     assert stats.trivial_amp == pytest.approx(n_a / n_b)
 
 
@@ -80,7 +103,9 @@ def test_stationary_point_gives_the_trivial_identity():
 def test_quadratic_mlp_with_clean_and_corrupted_groups():
     task = ModAddTask(p=7, train_frac=0.6, xi=0.3)
     train = task.splits(0)["train"]
-    model = QuadraticMLP(QuadraticMLPConfig(d_vocab=task.d_vocab, d_vocab_out=task.d_vocab_out, d_hidden=12), seed=0)
+    model = QuadraticMLP(
+        QuadraticMLPConfig(d_vocab=task.d_vocab, d_vocab_out=task.d_vocab_out, d_hidden=12), seed=0
+    )
     a, b = train.groups["clean"], train.groups["corrupted"]
     grads = group_gradients(model, train.tokens, train.labels, a, b, "mse", chunk=10)
     full = _backward_grads(model, train.tokens, train.labels, torch.ones_like(a), "mse")
@@ -100,7 +125,9 @@ def test_compute_through_a_subject_and_save_load_round_trip(tmp_path):
     assert frame["block"].iloc[0] == "total" and frame["trivial_amp"].iloc[0] == pytest.approx(115 / 13)
     assert "stationary point" in result.figure().layout.title.text
     loaded = GradsResult.load(result.save(tmp_path / "grads"))
-    assert loaded.to_frame().equals(frame) and loaded.step == 3 and loaded.groups == ["consistent", "opposing"]
+    assert (
+        loaded.to_frame().equals(frame) and loaded.step == 3 and loaded.groups == ["consistent", "opposing"]
+    )
 
 
 def test_bad_groups_splits_and_losses_are_config_errors():

@@ -8,12 +8,16 @@ import scipy.stats
 import torch
 
 from analyses.fingerprint import ANALYSIS, FingerprintResult, Params, compute
-from interp.errors import ConfigError
+from analyses.subject import Subject
 from interp.dissect.heads import (
-    attention_to_first, ov_parity_rho, qk_rho_empirical, qk_rho_from_weights, qk_scores_from_weights,
+    attention_to_first,
+    ov_parity_rho,
+    qk_rho_empirical,
+    qk_rho_from_weights,
+    qk_scores_from_weights,
     readout_patterns,
 )
-from analyses.subject import Subject
+from interp.errors import ConfigError
 from models import Transformer, TransformerConfig
 from tasks import MPSPTask
 
@@ -25,8 +29,17 @@ def _hand_built(d_vocab_out: int, d_model: int = 16) -> Transformer:
 
     Dimensions: 0 holds the value v, 1 flags SEP, 12..15 one-hot the position (read by nothing).
     """
-    cfg = TransformerConfig(n_layers=1, n_heads=2, d_model=d_model, d_mlp=4, n_ctx=N_CTX, d_vocab=V + 1,
-                            d_vocab_out=d_vocab_out, d_head=3, normalization_type=None)
+    cfg = TransformerConfig(
+        n_layers=1,
+        n_heads=2,
+        d_model=d_model,
+        d_mlp=4,
+        n_ctx=N_CTX,
+        d_vocab=V + 1,
+        d_vocab_out=d_vocab_out,
+        d_head=3,
+        normalization_type=None,
+    )
     model = Transformer(cfg)
     with torch.no_grad():
         for p in model.parameters():
@@ -85,7 +98,9 @@ def test_ov_parity_rho_mod3_finds_a_cyclically_shifted_residue_writer(offset):
 
 def _random_model(n_layers: int = 2, seed: int = 0) -> Transformer:
     """A LayerNorm model with every parameter (biases, LN weights, W_pos) random and nonzero."""
-    cfg = TransformerConfig(n_layers=n_layers, n_heads=2, d_model=16, d_mlp=32, n_ctx=N_CTX + 1, d_vocab=V + 1, d_vocab_out=2)
+    cfg = TransformerConfig(
+        n_layers=n_layers, n_heads=2, d_model=16, d_mlp=32, n_ctx=N_CTX + 1, d_vocab=V + 1, d_vocab_out=2
+    )
     model = Transformer(cfg, seed=seed)
     gen = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
@@ -109,7 +124,9 @@ def test_layer0_weight_scores_equal_the_forward_pass_scores():
     _, cache = model.run_with_cache(tokens)
     resid = cache["blocks.0.hook_resid_pre"]
     ln = model.blocks[0].ln1
-    x = (resid - resid.mean(-1, keepdim=True)) / (resid.var(-1, unbiased=False, keepdim=True) + ln.eps).sqrt() * ln.w + ln.b
+    x = (resid - resid.mean(-1, keepdim=True)) / (
+        resid.var(-1, unbiased=False, keepdim=True) + ln.eps
+    ).sqrt() * ln.w + ln.b
     attn = model.blocks[0].attn
     q = torch.einsum("bd,hde->bhe", x[:, -1], attn.W_Q) + attn.b_Q
     k = torch.einsum("bpd,hde->bhpe", x[:, :-1], attn.W_K) + attn.b_K[:, None]
@@ -126,7 +143,9 @@ def test_later_layer_direct_path_is_exact_when_earlier_layers_write_nothing():
             getattr(model.blocks[0].attn, name).zero_()
         for name in ("W_out", "b_out"):
             getattr(model.blocks[0].mlp, name).zero_()
-    torch.testing.assert_close(qk_scores_from_weights(model)[1], _scores_at_readout(model, 1), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        qk_scores_from_weights(model)[1], _scores_at_readout(model, 1), atol=1e-5, rtol=1e-5
+    )
 
 
 def test_weights_rho_equals_scipy_on_the_pooled_scores():
@@ -140,8 +159,13 @@ def test_weights_rho_equals_scipy_on_the_pooled_scores():
 
 def test_empirical_measures_equal_hand_computation_from_the_full_cache():
     model = _random_model()
-    tokens = torch.cat([torch.randint(0, V, (40, N_CTX), generator=torch.Generator().manual_seed(3)),
-                        torch.full((40, 1), V)], dim=1)
+    tokens = torch.cat(
+        [
+            torch.randint(0, V, (40, N_CTX), generator=torch.Generator().manual_seed(3)),
+            torch.full((40, 1), V),
+        ],
+        dim=1,
+    )
     patterns = readout_patterns(model, tokens, chunk=16)
     _, cache = model.run_with_cache(tokens)
     for layer in range(2):
@@ -150,15 +174,24 @@ def test_empirical_measures_equal_hand_computation_from_the_full_cache():
         for head in range(2):
             mean0 = pattern[:, head, 0].double().mean()
             assert attention_to_first(patterns)[layer, head].item() == pytest.approx(mean0.item(), abs=1e-9)
-            expected = scipy.stats.spearmanr(pattern[:, head, :-1].flatten().numpy(), tokens[:, :-1].flatten().numpy()).statistic
+            expected = scipy.stats.spearmanr(
+                pattern[:, head, :-1].flatten().numpy(), tokens[:, :-1].flatten().numpy()
+            ).statistic
             assert qk_rho_empirical(patterns, tokens)[layer, head].item() == pytest.approx(expected, abs=1e-6)
 
 
 @pytest.fixture
 def subject() -> Subject:
     task = MPSPTask(vocab=12, n=4, n_train=128, n_val=32, n_adv=32)
-    cfg = TransformerConfig(n_layers=2, n_heads=2, d_model=16, d_mlp=32, n_ctx=task.n_ctx, d_vocab=task.d_vocab,
-                            d_vocab_out=task.d_vocab_out)
+    cfg = TransformerConfig(
+        n_layers=2,
+        n_heads=2,
+        d_model=16,
+        d_mlp=32,
+        n_ctx=task.n_ctx,
+        d_vocab=task.d_vocab,
+        d_vocab_out=task.d_vocab_out,
+    )
     return Subject(Transformer(cfg, seed=0), task, task.splits(0), step=7)
 
 
@@ -166,7 +199,12 @@ def test_compute_through_a_subject_and_save_load_round_trip(subject, tmp_path):
     result = ANALYSIS.compute(subject, Params(split="val"))
     assert ANALYSIS.name == FingerprintResult.analysis == "fingerprint"
     frame = result.to_frame()
-    assert list(frame[["layer", "head"]].itertuples(index=False, name=None)) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert list(frame[["layer", "head"]].itertuples(index=False, name=None)) == [
+        (0, 0),
+        (0, 1),
+        (1, 0),
+        (1, 1),
+    ]
     assert result.step == 7 and result.params["split"] == "val" and result.m == 2
     assert "split 'val'" in result.figure().layout.title.text
     loaded = FingerprintResult.load(result.save(tmp_path / "fp"))

@@ -30,7 +30,8 @@ def _tl_names(names: list[str]) -> list[str]:
 
 def _fold_final_layer_norm(tl_model) -> None:
     """Fold `ln_final`'s weight and bias into `W_U` and `b_U` (the same function; TransformerLens's
-    `process_weights_` would also fold the value biases into `b_O`, moving them out of the heads)."""
+    `process_weights_` would also fold the value biases into `b_O`, moving them out of the heads).
+    """
     if tl_model.cfg.normalization_type != "LN":
         return
     with torch.no_grad():

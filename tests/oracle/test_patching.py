@@ -18,9 +18,9 @@ from transformer_lens import patching as tl_patching
 import models
 import tasks
 from interp.dissect import patching
-from interp.errors import ConfigError
 from interp.dissect.interventions import Intervention, run_interventions
-from interp.dissect.patching import PatchPairs, SITES, aligned_pairs, cross_pairs, patch_sweep
+from interp.dissect.patching import SITES, PatchPairs, aligned_pairs, cross_pairs, patch_sweep
+from interp.errors import ConfigError
 from tests.oracle.oracle_models import random_transformer  # tests/oracle/oracle_models.py
 
 ATOL = 1e-5
@@ -40,8 +40,13 @@ TL_FUNCTIONS = {
 
 def _tl_resid_post(model, corrupted_tokens, clean_cache, metric):
     return tl_patching.generic_activation_patch(
-        model, corrupted_tokens, clean_cache, metric, patch_setter=tl_patching.layer_pos_patch_setter,
-        activation_name="resid_post", index_axis_names=("layer", "pos"),
+        model,
+        corrupted_tokens,
+        clean_cache,
+        metric,
+        patch_setter=tl_patching.layer_pos_patch_setter,
+        activation_name="resid_post",
+        index_axis_names=("layer", "pos"),
     )
 
 
@@ -119,7 +124,9 @@ def _raw_patch(model, pairs: PatchPairs, site: str) -> torch.Tensor:
     for layer, *rest in itertools.product(*map(range, shape)):
         name = template.format(layer)
         recorded = {}
-        handle = modules[name].register_forward_hook(lambda mod, inp, output: recorded.setdefault("act", output.clone()))
+        handle = modules[name].register_forward_hook(
+            lambda mod, inp, output: recorded.setdefault("act", output.clone())
+        )
         try:
             model(pairs.source_tokens)
         finally:
@@ -143,7 +150,9 @@ def _raw_patch(model, pairs: PatchPairs, site: str) -> torch.Tensor:
 
 @pytest.mark.parametrize("site", ["resid_pre", "resid_post", "mlp_out", "z", "z_pos", "pattern"])
 def test_logit_diff_equals_raw_torch_hooks(model, pairs, sweep, site):
-    torch.testing.assert_close(sweep.effects[site].logit_diff, _raw_patch(model, pairs, site), atol=ATOL, rtol=0)
+    torch.testing.assert_close(
+        sweep.effects[site].logit_diff, _raw_patch(model, pairs, site), atol=ATOL, rtol=0
+    )
 
 
 def test_self_patching_changes_nothing(model, splits):
@@ -153,8 +162,13 @@ def test_self_patching_changes_nothing(model, splits):
     result = patch_sweep(model, own, list(SITES))
     assert result.source_logit_diff == result.target_logit_diff
     for site, effect in result.effects.items():
-        torch.testing.assert_close(effect.logit_diff, torch.full_like(effect.logit_diff, result.target_logit_diff),
-                                   atol=ATOL, rtol=0, msg=site)
+        torch.testing.assert_close(
+            effect.logit_diff,
+            torch.full_like(effect.logit_diff, result.target_logit_diff),
+            atol=ATOL,
+            rtol=0,
+            msg=site,
+        )
         assert effect.recovery.isnan().all(), "recovery is undefined when source and target tie"
 
 
@@ -166,8 +180,11 @@ def test_patching_all_of_resid_pre_at_layer_0_reproduces_the_source(model, pairs
     torch.testing.assert_close(logits, source_logits, atol=ATOL, rtol=0)
     labels = (pairs.source_labels, pairs.target_labels)
     ld = patching.logit_diff(logits, *labels)
-    rec = patching.recovery(ld, patching.logit_diff(source_logits, *labels).item(),
-                            patching.logit_diff(model(pairs.target_tokens)[:, -1], *labels).item())
+    rec = patching.recovery(
+        ld,
+        patching.logit_diff(source_logits, *labels).item(),
+        patching.logit_diff(model(pairs.target_tokens)[:, -1], *labels).item(),
+    )
     assert rec.item() == pytest.approx(1.0, abs=1e-4)
 
 
@@ -183,7 +200,9 @@ def test_patching_a_position_where_the_pair_agrees_at_layer_0_does_nothing(model
 def test_batching_does_not_change_results(model, pairs, sweep, max_rows):
     small = patch_sweep(model, pairs, ["resid_mid", "z_pos"], max_rows=max_rows)
     for site in ("resid_mid", "z_pos"):
-        torch.testing.assert_close(small.effects[site].logit_diff, sweep.effects[site].logit_diff, atol=ATOL, rtol=0)
+        torch.testing.assert_close(
+            small.effects[site].logit_diff, sweep.effects[site].logit_diff, atol=ATOL, rtol=0
+        )
 
 
 def test_bidirectional_model_matches_transformer_lens(pairs):
@@ -205,7 +224,9 @@ def test_cross_pairs_differ_in_label_use_rows_once_and_are_seeded(label):
     for tokens in (pairs.source_tokens, pairs.target_tokens):
         assert max(Counter(map(tuple, tokens.tolist())).values()) == 1
     again, other = cross_pairs(s["val"], s["adv"], seed=5), cross_pairs(s["val"], s["adv"], seed=6)
-    assert torch.equal(again.source_tokens, pairs.source_tokens) and torch.equal(again.target_tokens, pairs.target_tokens)
+    assert torch.equal(again.source_tokens, pairs.source_tokens) and torch.equal(
+        again.target_tokens, pairs.target_tokens
+    )
     assert not torch.equal(other.source_tokens, pairs.source_tokens)
 
 
@@ -221,5 +242,7 @@ def test_hooks_outside_blocks_patch_copied_inputs(model, pairs):
     at_layer_0 = Intervention("blocks.0.hook_resid_pre", (2,), cache["blocks.0.hook_resid_pre"][:, 2])
     both = patching.run_interventions(model, pairs.target_tokens, [embed, at_layer_0], max_rows=20)
     torch.testing.assert_close(both[0], model(pairs.source_tokens)[:, -1], atol=ATOL, rtol=0)
-    expected = TL_FUNCTIONS["resid_pre"](model, pairs.target_tokens, cache, lambda logits: logits[:, -1, 0].sum())
+    expected = TL_FUNCTIONS["resid_pre"](
+        model, pairs.target_tokens, cache, lambda logits: logits[:, -1, 0].sum()
+    )
     torch.testing.assert_close(both[1, :, 0].sum(), expected[0, 2], atol=1e-4, rtol=0)

@@ -65,9 +65,9 @@ def _two_pass(
     model, pairs: PatchPairs, sender: tuple[int, int], receiver: tuple[int, int, str] | None
 ) -> torch.Tensor:
     n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
-    z = [f"blocks.{l}.attn.hook_z" for l in range(n_layers)]
-    mlp = [f"blocks.{l}.hook_mlp_out" for l in range(n_layers)]
-    qkv = [f"blocks.{l}.attn.hook_{k}" for l in range(n_layers) for k in "qkv"]
+    z = [f"blocks.{layer}.attn.hook_z" for layer in range(n_layers)]
+    mlp = [f"blocks.{layer}.hook_mlp_out" for layer in range(n_layers)]
+    qkv = [f"blocks.{layer}.attn.hook_{k}" for layer in range(n_layers) for k in "qkv"]
     source, target = (
         _record(model, pairs.source_tokens, z),
         _record(model, pairs.target_tokens, z + mlp + qkv),

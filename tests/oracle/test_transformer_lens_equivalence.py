@@ -20,7 +20,9 @@ CONFIGS = {
     "1l1h-ln": dict(n_layers=1, n_heads=1),
     "2l2h-ln": dict(n_layers=2, n_heads=2),
     "2l2h-noln-gelu": dict(n_layers=2, n_heads=2, normalization_type=None, act_fn="gelu"),
-    "1l4h-bidirectional-result": dict(n_layers=1, n_heads=4, attention_dir="bidirectional", use_attn_result=True),
+    "1l4h-bidirectional-result": dict(
+        n_layers=1, n_heads=4, attention_dir="bidirectional", use_attn_result=True
+    ),
 }
 
 
@@ -84,8 +86,12 @@ def test_qk_and_ov_equal_products_by_hand():
 
 @pytest.mark.parametrize(
     "patch_fn",
-    [patching.get_act_patch_resid_pre, patching.get_act_patch_attn_head_out_by_pos,
-     patching.get_act_patch_attn_head_pattern_all_pos, patching.get_act_patch_mlp_out],
+    [
+        patching.get_act_patch_resid_pre,
+        patching.get_act_patch_attn_head_out_by_pos,
+        patching.get_act_patch_attn_head_pattern_all_pos,
+        patching.get_act_patch_mlp_out,
+    ],
     ids=["resid_pre", "attn_head_out_by_pos", "attn_head_pattern_all_pos", "mlp_out"],
 )
 def test_transformer_lens_patching_runs_on_our_model_with_same_results(patch_fn):

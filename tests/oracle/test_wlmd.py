@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from interp.config import to_dict
-from interp.wlmd.sampler import ModelCVs, Sampler, WLMDConfig, margins, wlmd_produce, wlmd_run
 from interp.wlmd.grid import GridSpec, OutOfGrid, Schedule, at, deposit, interpolate
+from interp.wlmd.sampler import ModelCVs, Sampler, WLMDConfig, margins, wlmd_produce, wlmd_run
 from models import build_model, preset_config
 from tasks import ModAddTask
 
@@ -37,7 +37,11 @@ def test_entropy_slope_of_a_gaussian_energy_matches_the_density_of_states():
     config = WLMDConfig(
         grid=GridSpec((1.0, 4.0), (0.0, 1.0), 10, 1),
         schedule=Schedule(kind="ramp", ln_f_max=0.02, rise=0, plateau=steps // 4, decay_tau=steps // 8),
-        sigma=(1.0, 0.0), dt=0.1, gamma=0.2, share_every=20, seed=0,
+        sigma=(1.0, 0.0),
+        dt=0.1,
+        gamma=0.2,
+        share_every=20,
+        seed=0,
     )
     sampler = Sampler(_energy, config, torch.full((2, d), 1.5 / d**0.5, dtype=torch.float64))
     sampler.run(steps)
@@ -51,8 +55,13 @@ def test_entropy_slope_of_a_gaussian_energy_matches_the_density_of_states():
 
 
 def test_sphere_constraint_and_tangent_velocities_hold():
-    config = WLMDConfig(grid=GridSpec((-20.0, 20.0), (0.0, 1.0), 8, 1), dt=0.05, radius=3.0, seed=1,
-                        schedule=Schedule(ln_f_max=0.05, rise=10, plateau=100))
+    config = WLMDConfig(
+        grid=GridSpec((-20.0, 20.0), (0.0, 1.0), 8, 1),
+        dt=0.05,
+        radius=3.0,
+        seed=1,
+        schedule=Schedule(ln_f_max=0.05, rise=10, plateau=100),
+    )
     cv = lambda t: torch.stack([10 * t[0] * t[1], torch.full((), 0.5, dtype=t.dtype)])  # noqa: E731
     sampler = Sampler(cv, config, torch.randn(3, 12, dtype=torch.float64))
     sampler.run(1500)
@@ -66,14 +75,23 @@ def _tiny():
     task = ModAddTask(p=5, train_frac=0.6)
     model = build_model(preset_config("modadd-1l", task, d_model=8, n_heads=2, d_head=4, d_mlp=16), seed=0)
     splits = task.splits(0)
-    run_config = {"model": {"kind": model.cfg.kind, **to_dict(model.cfg)}, "task": task.to_dict(),
-                  "train": {"data_seed": 0, "loss": "cross_entropy"}}
+    run_config = {
+        "model": {"kind": model.cfg.kind, **to_dict(model.cfg)},
+        "task": task.to_dict(),
+        "train": {"data_seed": 0, "loss": "cross_entropy"},
+    }
     return model, splits, ModelCVs(model, splits["train"], splits["test"], k=6.0), run_config
 
 
 def _model_config(radius: float) -> WLMDConfig:
-    return WLMDConfig(grid=GridSpec((-8.0, 3.0), (0.0, 10.5), 11, 21), dt=0.01, radius=radius, share_every=3, seed=2,
-                      schedule=Schedule(ln_f_max=0.05, rise=4, plateau=4, decay_tau=4))
+    return WLMDConfig(
+        grid=GridSpec((-8.0, 3.0), (0.0, 10.5), 11, 21),
+        dt=0.01,
+        radius=radius,
+        share_every=3,
+        seed=2,
+        schedule=Schedule(ln_f_max=0.05, rise=4, plateau=4, decay_tau=4),
+    )
 
 
 def test_model_cvs_are_log_loss_and_smooth_accuracy():
@@ -85,14 +103,18 @@ def test_model_cvs_are_log_loss_and_smooth_accuracy():
     assert x == pytest.approx(loss.log().item(), abs=1e-5)
     m = torch.tensor([[1.0, 3.0, 2.0]]), torch.tensor([1])
     assert margins(*m).item() == pytest.approx(1.0)
-    assert y == pytest.approx(10 * torch.sigmoid(6 * margins(test_logits, splits["test"].labels)).mean().item(), abs=1e-5)
+    assert y == pytest.approx(
+        10 * torch.sigmoid(6 * margins(test_logits, splits["test"].labels)).mean().item(), abs=1e-5
+    )
 
 
 def test_resume_from_a_checkpoint_is_bit_identical(tmp_path):
     model, _, cvs, run_config = _tiny()
     radius = cvs.flatten().norm().item()
     theta0 = torch.stack([cvs.flatten(), cvs.flatten() * 1.01])
-    straight = wlmd_run(tmp_path / "a", run_config, cvs, theta0, _model_config(radius), 12, checkpoint_every=100)
+    straight = wlmd_run(
+        tmp_path / "a", run_config, cvs, theta0, _model_config(radius), 12, checkpoint_every=100
+    )
     wlmd_run(tmp_path / "b", run_config, cvs, theta0, _model_config(radius), 6, checkpoint_every=100)
     resumed = wlmd_run(tmp_path / "b", run_config, cvs, None, _model_config(radius), 12, checkpoint_every=100)
     a, b = straight.state_dict(), resumed.state_dict()
@@ -107,7 +129,9 @@ def test_production_snapshots_open_as_ordinary_checkpoints(tmp_path):
 
     _, _, cvs, run_config = _tiny()
     sampler = Sampler(cvs, _model_config(cvs.flatten().norm().item()), cvs.flatten()[None])
-    saved = wlmd_produce(tmp_path / "samples", run_config, cvs, sampler, 5, (-8.0, 3.0, 0.0, 10.5), max_samples=3)
+    saved = wlmd_produce(
+        tmp_path / "samples", run_config, cvs, sampler, 5, (-8.0, 3.0, 0.0, 10.5), max_samples=3
+    )
     assert len(saved) == 3
     subject = load_subject(saved[-1])
     assert subject.step == 2 and set(subject.splits) == {"train", "test"}
@@ -145,7 +169,9 @@ def test_interpolation_is_bilinear_between_centres():
     value = interpolate(S, spec, cv)
     (grad,) = torch.autograd.grad(value, cv)
     assert value.item() == pytest.approx(2.0) and grad[0].item() == pytest.approx(2.0)
-    assert interpolate(S, spec, torch.tensor([0.1, 0.5])).item() == pytest.approx(1.0)  # flat beyond the centres
+    assert interpolate(S, spec, torch.tensor([0.1, 0.5])).item() == pytest.approx(
+        1.0
+    )  # flat beyond the centres
 
 
 def test_walkers_start_inside_the_grid():

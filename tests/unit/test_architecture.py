@@ -79,7 +79,9 @@ def test_no_private_name_is_imported_from_another_subpackage():
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
             if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 for alias in node.names:
-                    same_subpackage = _package_of(node.module) == _package_of(here) and "." in _package_of(here)
+                    same_subpackage = _package_of(node.module) == _package_of(here) and "." in _package_of(
+                        here
+                    )
                     if _private(alias.name) and not same_subpackage:
                         offenders.append(f"{here} imports {node.module}.{alias.name}")
     assert not offenders, offenders
@@ -95,13 +97,21 @@ def test_no_private_method_is_called_on_another_object():
         tree = ast.parse(path.read_text(), filename=str(path))
         own_classes = {node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _private(node.func.attr):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and _private(node.func.attr)
+            ):
                 owner = node.func.value
                 if isinstance(owner, ast.Name) and owner.id in {"self", "cls", *own_classes}:
                     continue
                 if isinstance(owner, ast.Name) and f"{owner.id}.{node.func.attr}" in PUBLIC_UNDERSCORED:
                     continue
-                if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super":
+                if (
+                    isinstance(owner, ast.Call)
+                    and isinstance(owner.func, ast.Name)
+                    and owner.func.id == "super"
+                ):
                     continue
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} calls .{node.func.attr}()")
     assert not offenders, offenders
@@ -124,8 +134,14 @@ def test_the_run_life_cycle_is_written_once():
 # Layers inside `interp`: a subpackage may import only the modules listed (and itself).
 INTERP_LAYERS = {
     "interp.store": {"interp.errors", "interp.config", "interp.lazy", "interp"},
-    "interp.dissect": {"interp.errors", "interp.config", "interp.lazy", "interp.splits", "interp.metrics",
-                       "interp.store"},
+    "interp.dissect": {
+        "interp.errors",
+        "interp.config",
+        "interp.lazy",
+        "interp.splits",
+        "interp.metrics",
+        "interp.store",
+    },
 }
 
 
@@ -141,9 +157,11 @@ def test_layers_inside_interp(package):
             elif isinstance(node, ast.Import):
                 modules = [alias.name for alias in node.names]
             for module in modules:
-                if module.split(".")[0] == "interp" and not any(
-                    module == a or module.startswith(a + ".") and a != "interp" for a in allowed
-                ) and module != "interp":
+                if (
+                    module.split(".")[0] == "interp"
+                    and not any(module == a or module.startswith(a + ".") and a != "interp" for a in allowed)
+                    and module != "interp"
+                ):
                     offenders.append(f"{path.relative_to(ROOT)} imports {module}")
     assert not offenders, offenders
 
@@ -151,5 +169,7 @@ def test_layers_inside_interp(package):
 def test_interp_is_a_few_modules_and_concept_subpackages_each_with_a_docstring():
     top = sorted(p.stem for p in (ROOT / "interp").glob("*.py") if p.stem not in {"__init__", "__main__"})
     assert len(top) <= 6, top
-    for init in sorted((ROOT / "interp").glob("*/__init__.py")) + sorted((ROOT / "analyses").glob("*/__init__.py")):
+    for init in sorted((ROOT / "interp").glob("*/__init__.py")) + sorted(
+        (ROOT / "analyses").glob("*/__init__.py")
+    ):
         assert ast.get_docstring(ast.parse(init.read_text())), f"{init.relative_to(ROOT)} has no docstring"

@@ -1,5 +1,6 @@
 """The test suite checks tensor shapes: a call that breaks an annotation fails (pyproject's
-``--jaxtyping-packages``), and configs still give their own one-line errors."""
+``--jaxtyping-packages``), and configs still give their own one-line errors.
+"""
 
 from __future__ import annotations
 

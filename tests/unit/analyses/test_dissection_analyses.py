@@ -12,9 +12,9 @@ import torch
 import models
 import tasks
 from analyses import ablate, patch
-from interp.errors import ConfigError
 from analyses.base import Analysis
 from analyses.subject import Subject
+from interp.errors import ConfigError
 
 TASK = tasks.MPSPTask(vocab=12, n=4, n_train=128, n_val=32, n_adv=32)
 
@@ -22,7 +22,13 @@ TASK = tasks.MPSPTask(vocab=12, n=4, n_train=128, n_val=32, n_adv=32)
 @pytest.fixture(scope="module")
 def subject() -> Subject:
     cfg = models.TransformerConfig(
-        n_layers=2, n_heads=2, d_model=16, d_mlp=32, n_ctx=TASK.n_ctx, d_vocab=TASK.d_vocab, d_vocab_out=TASK.d_vocab_out
+        n_layers=2,
+        n_heads=2,
+        d_model=16,
+        d_mlp=32,
+        n_ctx=TASK.n_ctx,
+        d_vocab=TASK.d_vocab,
+        d_vocab_out=TASK.d_vocab_out,
     )
     return Subject(model=models.Transformer(cfg).eval(), task=TASK, splits=TASK.splits(0), step=7)
 
@@ -68,7 +74,9 @@ def test_ablate_computes_saves_and_loads(subject, tmp_path):
     assert isinstance(result.figure(), go.Figure)
     loaded = ablate.AblateResult.load(result.save(tmp_path / "ablate"))
     _assert_equal_results(result, loaded)
-    assert ablate.compute(subject, ablate.Params(splits="all", kinds="zero", max_examples=8)).splits == list(subject.splits)
+    assert ablate.compute(subject, ablate.Params(splits="all", kinds="zero", max_examples=8)).splits == list(
+        subject.splits
+    )
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
 """The `ipr` and `prune` analyses: through a `Subject`, save/load round trip, figures, a clear
 error on models they do not support, and the CLI on a tiny trained quadratic-MLP run (the
-MPSP run of tests/integration/test_analyses.py has no quadratic MLP)."""
+MPSP run of tests/integration/test_analyses.py has no quadratic MLP).
+"""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ import torch
 
 import models
 from analyses import get_analysis, load_subject
+from analyses.subject import Subject
 from interp.cli import main
 from interp.errors import ConfigError
-from analyses.subject import Subject
 from interp.training import TrainConfig, train
 from tasks import ModAddTask, MPSPTask
 
@@ -71,8 +72,15 @@ def test_prune_orders_by_ipr_and_ends_at_class_zero(subject):
 @pytest.mark.parametrize("name", ["ipr", "prune"])
 def test_transformer_subject_is_a_clear_config_error(name):
     task = MPSPTask(vocab=12, n=4, n_train=16, n_val=8, n_adv=8)
-    cfg = models.TransformerConfig(n_layers=1, n_heads=1, d_model=8, d_mlp=16, n_ctx=task.n_ctx,
-                                   d_vocab=task.d_vocab, d_vocab_out=task.d_vocab_out)
+    cfg = models.TransformerConfig(
+        n_layers=1,
+        n_heads=1,
+        d_model=8,
+        d_mlp=16,
+        n_ctx=task.n_ctx,
+        d_vocab=task.d_vocab,
+        d_vocab_out=task.d_vocab_out,
+    )
     transformer = Subject(model=models.Transformer(cfg), task=task, splits=task.splits(0))
     with pytest.raises(ConfigError, match="quadratic MLP"):
         get_analysis(name).compute(transformer, get_analysis(name).params())
@@ -81,8 +89,13 @@ def test_transformer_subject_is_a_clear_config_error(name):
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("quadratic") / "run"
-    train(out, _quadratic(), TASK, TrainConfig(epochs=6, lr=1e-2, weight_decay=1.0, loss="mse", eval_every=3,
-                                               checkpoint_log_points=3), progress=False)
+    train(
+        out,
+        _quadratic(),
+        TASK,
+        TrainConfig(epochs=6, lr=1e-2, weight_decay=1.0, loss="mse", eval_every=3, checkpoint_log_points=3),
+        progress=False,
+    )
     return out
 
 
@@ -95,7 +108,9 @@ def test_cli_equals_python_api_on_a_quadratic_run(name, run_dir, tmp_path, capsy
     assert info.value.code == 0, capsys.readouterr().err
     api, cli = (json.loads((tmp_path / d / "result.json").read_text()) for d in ("api", "cli"))
     assert api == cli
-    assert (tmp_path / "api" / "tensors.safetensors").read_bytes() == (tmp_path / "cli" / "tensors.safetensors").read_bytes()
+    assert (tmp_path / "api" / "tensors.safetensors").read_bytes() == (
+        tmp_path / "cli" / "tensors.safetensors"
+    ).read_bytes()
 
 
 def test_ipr_evolves_over_checkpoints(run_dir):

@@ -1,5 +1,6 @@
 """The ``attribute`` and ``path-patch`` analyses through a `Subject`: compute, frame, figure,
-save/load, statistics, and bad parameters."""
+save/load, statistics, and bad parameters.
+"""
 
 from __future__ import annotations
 

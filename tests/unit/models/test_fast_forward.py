@@ -36,9 +36,18 @@ CONFIGS = [
 
 def _model(n_layers, n_heads, norm, attn_dir, act, pos, result, d_model=24) -> Transformer:
     cfg = TransformerConfig(
-        n_layers=n_layers, n_heads=n_heads, d_model=d_model, d_mlp=32, n_ctx=N_CTX, d_vocab=D_VOCAB,
-        d_vocab_out=D_OUT, normalization_type=norm, attention_dir=attn_dir, act_fn=act,
-        positional_embedding_type=pos, use_attn_result=result,
+        n_layers=n_layers,
+        n_heads=n_heads,
+        d_model=d_model,
+        d_mlp=32,
+        n_ctx=N_CTX,
+        d_vocab=D_VOCAB,
+        d_vocab_out=D_OUT,
+        normalization_type=norm,
+        attention_dir=attn_dir,
+        act_fn=act,
+        positional_embedding_type=pos,
+        use_attn_result=result,
     )
     model = Transformer(cfg, seed=3)
     gen = torch.Generator().manual_seed(4)

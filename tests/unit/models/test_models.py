@@ -9,8 +9,14 @@ import torch
 
 from interp.errors import ConfigError
 from models import (
-    PRESETS, QuadraticMLPConfig, Transformer, TransformerConfig, build_model, config_from_dict,
-    config_to_dict, preset_config,
+    PRESETS,
+    QuadraticMLPConfig,
+    Transformer,
+    TransformerConfig,
+    build_model,
+    config_from_dict,
+    config_to_dict,
+    preset_config,
 )
 
 MPSP_TASK = SimpleNamespace(d_vocab=65, d_vocab_out=2, n_ctx=6)
@@ -26,7 +32,12 @@ def test_every_preset_builds_and_runs(name):
 
 
 def test_mpsp_presets_follow_the_study():
-    for name, (layers, heads) in {"mpsp-1l1h": (1, 1), "mpsp-1l2h": (1, 2), "mpsp-2l1h": (2, 1), "mpsp-2l2h": (2, 2)}.items():
+    for name, (layers, heads) in {
+        "mpsp-1l1h": (1, 1),
+        "mpsp-1l2h": (1, 2),
+        "mpsp-2l1h": (2, 1),
+        "mpsp-2l2h": (2, 2),
+    }.items():
         cfg = preset_config(name, MPSP_TASK)
         assert (cfg.n_layers, cfg.n_heads, cfg.d_model, cfg.d_mlp) == (layers, heads, 64, 128)
         assert (cfg.normalization_type, cfg.act_fn, cfg.attention_dir) == ("LN", "relu", "causal")
@@ -49,8 +60,12 @@ def test_unknown_preset_suggests_the_closest():
 
 @pytest.mark.parametrize(
     "change, message",
-    [(dict(d_model=15), "d_model=15 is not divisible by n_heads=2"), (dict(act_fn="tanh"), "TransformerConfig.act_fn = 'tanh'"),
-     (dict(n_layers=0), "TransformerConfig.n_layers = 0"), (dict(attention_dir="left"), "TransformerConfig.attention_dir = 'left'")],
+    [
+        (dict(d_model=15), "d_model=15 is not divisible by n_heads=2"),
+        (dict(act_fn="tanh"), "TransformerConfig.act_fn = 'tanh'"),
+        (dict(n_layers=0), "TransformerConfig.n_layers = 0"),
+        (dict(attention_dir="left"), "TransformerConfig.attention_dir = 'left'"),
+    ],
 )
 def test_bad_transformer_config_names_the_value(change, message):
     with pytest.raises(ConfigError, match=message):

@@ -40,7 +40,10 @@ def test_new_rows_are_drawn_with_the_std_of_the_old_ones(model):
 def test_extended_model_reads_the_noise_task(model):
     task = NoiseInjectionTask(p=11, k=5)
     new = extend_vocab(model, task.k)
-    assert new.readout(task.splits(0)["train"].tokens).shape == (len(task.splits(0)["train"]), task.d_vocab_out)
+    assert new.readout(task.splits(0)["train"].tokens).shape == (
+        len(task.splits(0)["train"]),
+        task.d_vocab_out,
+    )
 
 
 def test_negative_counts_are_refused(model):

@@ -110,7 +110,9 @@ def test_partners_change_exactly_what_they_promise(task: MPSPTask, seed: int, fl
 
 @pytest.mark.parametrize("flip", ["label", "shortcut"])
 @pytest.mark.parametrize("shortcut", ["max", "first"])
-@pytest.mark.parametrize(("label", "vocab"), [("sum-mod2", 2), ("sum-mod2", 4), ("sum-mod3", 3), ("sum-mod3", 5)])
+@pytest.mark.parametrize(
+    ("label", "vocab"), [("sum-mod2", 2), ("sum-mod2", 4), ("sum-mod3", 3), ("sum-mod3", 5)]
+)
 def test_every_sequence_of_a_tiny_space(label: str, vocab: int, shortcut: str, flip: str) -> None:
     """Ties, all-zero and all-top rows included; invalid rows are checked by brute force."""
     task = MPSPTask(label=label, shortcut=shortcut, n=3, vocab=vocab)

@@ -7,8 +7,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from interp.splits import Task, split_digests
 from interp.errors import ConfigError
+from interp.splits import Task, split_digests
 from tasks import ModAddTask
 
 SMALL = settings(max_examples=40, deadline=None)
@@ -57,7 +57,9 @@ def test_labels_partition_and_corruption(p: int, frac: float, xi: float, seed: i
 
 @SMALL
 @given(
-    p=st.integers(3, 31), xis=st.lists(st.floats(0.0, 0.99), min_size=2, max_size=2), seed=st.integers(0, 2**31)
+    p=st.integers(3, 31),
+    xis=st.lists(st.floats(0.0, 0.99), min_size=2, max_size=2),
+    seed=st.integers(0, 2**31),
 )
 def test_corruption_is_nested_and_partition_ignores_xi(p: int, xis: list[float], seed: int) -> None:
     low, high = sorted(xis)

@@ -7,8 +7,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from interp.splits import Task, split_digests
 from interp.errors import ConfigError
+from interp.splits import Task, split_digests
 from tasks import MPSPTask
 
 SMALL = settings(max_examples=30, deadline=None)

@@ -7,8 +7,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from interp.splits import Task
 from interp.errors import ConfigError
+from interp.splits import Task
 from tasks import ModAddTask, NoiseInjectionTask
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import tasks
-from interp.splits import Task
 from interp.errors import ConfigError
+from interp.splits import Task
 from tasks import TASKS, ModAddTask, MPSPTask, NoiseInjectionTask, task_from_dict
 
 EXAMPLES = [

@@ -9,8 +9,8 @@ import torch
 
 from analyses.studies import study_b
 from interp.store.checkpoint import load_checkpoint
-from interp.training.config import FinetuneConfig
 from interp.store.run_folder import read_done, read_metrics
+from interp.training.config import FinetuneConfig
 from interp.wlmd.grid import GridSpec, Schedule
 
 TINY = {"d_model": 8, "n_heads": 2, "d_head": 4, "d_mlp": 16}
@@ -29,19 +29,29 @@ def source(tmp_path_factory):
     out, before = tmp_path_factory.mktemp("b") / "adamw", torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return study_b.goldilocks(out, p=7, weight_norm=6.0, epochs=30, lr=3e-2, eval_every=10, model_overrides=TINY)
+        return study_b.goldilocks(
+            out, p=7, weight_norm=6.0, epochs=30, lr=3e-2, eval_every=10, model_overrides=TINY
+        )
     finally:
         torch.set_num_threads(before)
 
 
 def test_injection_reports_honestly_and_keeps_the_norm(source, tmp_path):
-    summary = study_b.inject(tmp_path / "inj", source, "random", k=3,
-                             config=FinetuneConfig(max_steps=5, eval_every=2, target_acc=0.999))
+    summary = study_b.inject(
+        tmp_path / "inj",
+        source,
+        "random",
+        k=3,
+        config=FinetuneConfig(max_steps=5, eval_every=2, target_acc=0.999),
+    )
     assert summary["reached"] is False and summary["steps"] == 5
     records = read_metrics(tmp_path / "inj")
     assert [r["step"] for r in records] == [0, 2, 4, 5]
     assert {"test/acc", "train/noise/acc", "train/original/acc"} <= set(records[0])
-    first, last = load_checkpoint(tmp_path / "inj" / "checkpoints" / "step_000000"), load_checkpoint(tmp_path / "inj")
+    first, last = (
+        load_checkpoint(tmp_path / "inj" / "checkpoints" / "step_000000"),
+        load_checkpoint(tmp_path / "inj"),
+    )
     norm = lambda sd: torch.linalg.vector_norm(torch.cat([v.flatten() for v in sd.values()])).item()  # noqa: E731
     assert norm(last.state_dict) == pytest.approx(norm(first.state_dict), rel=1e-5)
     assert norm(first.state_dict) > 6.0  # the new embedding rows add to the source's norm 6
@@ -65,10 +75,16 @@ def test_injection_resumes_bit_identically(source, tmp_path):
 
 
 def test_protocol_end_to_end(source, tmp_path):
-    settings = study_b.WLMDSettings(steps=6, production_steps=4, walkers=2, every=1, max_samples=2, checkpoint_every=3)
+    settings = study_b.WLMDSettings(
+        steps=6, production_steps=4, walkers=2, every=1, max_samples=2, checkpoint_every=3
+    )
     out, samples = study_b.wlmd_sample(
-        tmp_path / "wlmd", source, settings, grid=GridSpec((-10.0, 4.0), (0.0, 10.5), 14, 21),
-        schedule=Schedule(ln_f_max=0.05, rise=2, plateau=2), window=(-10.0, 4.0, 0.0, 10.5),
+        tmp_path / "wlmd",
+        source,
+        settings,
+        grid=GridSpec((-10.0, 4.0), (0.0, 10.5), 14, 21),
+        schedule=Schedule(ln_f_max=0.05, rise=2, plateau=2),
+        window=(-10.0, 4.0, 0.0, 10.5),
     )
     assert len(samples) == 2
     cfg = FinetuneConfig(max_steps=3, eval_every=1)

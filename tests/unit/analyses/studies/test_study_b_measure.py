@@ -12,11 +12,27 @@ from interp.cli import main
 from interp.errors import ConfigError
 from interp.sweep.specs import seed_folder
 
-TINY = settings_with({
-    "p": 7, "weight_norm": 6.0, "epochs": 30, "lr": 3e-2, "model_overrides": {"d_model": 8, "n_heads": 2, "d_head": 4, "d_mlp": 16},
-    "wlmd": {"steps": 6, "production_steps": 4, "dt": 1e-3, "every": 1, "max_samples": 2, "y_low": 0.0, "window_y": 0.0},
-    "k": 3, "max_steps": 3, "eval_every": 1,
-})
+TINY = settings_with(
+    {
+        "p": 7,
+        "weight_norm": 6.0,
+        "epochs": 30,
+        "lr": 3e-2,
+        "model_overrides": {"d_model": 8, "n_heads": 2, "d_head": 4, "d_mlp": 16},
+        "wlmd": {
+            "steps": 6,
+            "production_steps": 4,
+            "dt": 1e-3,
+            "every": 1,
+            "max_samples": 2,
+            "y_low": 0.0,
+            "window_y": 0.0,
+        },
+        "k": 3,
+        "max_steps": 3,
+        "eval_every": 1,
+    }
+)
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +47,9 @@ def measured(tmp_path_factory):
 
 def test_measure_runs_both_models_on_every_noise(measured):
     out, frame = measured
-    assert sorted(zip(frame["model"], frame["noise"])) == sorted((m, n) for m in study_b_measure.MODELS for n in study_b_measure.NOISES)
+    assert sorted(zip(frame["model"], frame["noise"])) == sorted(
+        (m, n) for m in study_b_measure.MODELS for n in study_b_measure.NOISES
+    )
     assert (frame["steps"] <= TINY.max_steps).all() and frame["retention"].between(0, 1e9).all()
     assert frame["cosine_before_after"].between(-1, 1 + 1e-9).all()
     wlmd_source = frame.loc[frame["model"] == "wlmd", "source"].iloc[0]
@@ -55,7 +73,12 @@ def test_tables_from_the_run_folders(measured, capsys):
     assert info.value.code == 0
     assert "## summary" in capsys.readouterr().out and (out / "study_b_runs.csv").exists()
     figures = sorted(p.name for p in (seed_folder(out, 0)).glob("*.html"))
-    assert figures == ["forgetting_random.html", "forgetting_square.html", "forgetting_sum.html", "ranks_random.html"]
+    assert figures == [
+        "forgetting_random.html",
+        "forgetting_square.html",
+        "forgetting_sum.html",
+        "ranks_random.html",
+    ]
 
 
 def test_a_folder_measured_with_other_settings_is_refused(measured):
@@ -73,9 +96,15 @@ def test_the_cpu_protocol_region_holds_the_start_and_the_window():
     assert region.grid(-4.0, 9.2).contains(-4.0, 9.2)
 
 
-@pytest.mark.parametrize("settings, message", [('{"wlmd": {"dtt": 1e-4}}', "unknown key 'dtt'"),
-                                               ('{"epochz": 3}', "unknown key 'epochz'"), ("dt=1e-4", "is not JSON"),
-                                               ("[1]", "not a JSON object")])
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ('{"wlmd": {"dtt": 1e-4}}', "unknown key 'dtt'"),
+        ('{"epochz": 3}', "unknown key 'epochz'"),
+        ("dt=1e-4", "is not JSON"),
+        ("[1]", "not a JSON object"),
+    ],
+)
 def test_bad_settings_exit_2_with_one_line(tmp_path, capsys, settings, message):
     with pytest.raises(SystemExit) as info:
         main(["study-b", "measure", str(tmp_path / "out"), "--settings", settings])

@@ -1,5 +1,6 @@
 """Study C: shared initialisation and nested corruption across xi (through the sweep grid),
-the t_* milestones on synthetic metric streams, and the sweep tables on a fake sweep folder."""
+the t_* milestones on synthetic metric streams, and the sweep tables on a fake sweep folder.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import pytest
 import torch
 from scipy import stats
 
-from analyses.studies.study_c import markdown_table, regime, runs_table, t_interval, xi_table
 from analyses.studies.grids import GRIDS, expand
+from analyses.studies.study_c import markdown_table, regime, runs_table, t_interval, xi_table
 from interp.metrics import milestones
 from interp.store.run_folder import append_metrics, mark_done
 from interp.sweep.specs import write_sweep
@@ -46,14 +47,20 @@ def test_same_seed_same_init_and_nested_corruption_at_every_xi(tmp_path):
 
 
 def _stream(steps, clean, noisy, test):
-    return [{"step": s, "train/clean/acc": c, **({} if n is None else {"train/corrupted/acc": n}), "test/acc": t}
-            for s, c, n, t in zip(steps, clean, noisy, test)]
+    return [
+        {"step": s, "train/clean/acc": c, **({} if n is None else {"train/corrupted/acc": n}), "test/acc": t}
+        for s, c, n, t in zip(steps, clean, noisy, test)
+    ]
 
 
 def test_milestones_on_synthetic_streams():
     steps = [0, 10, 20, 30, 40, 50]
-    records = _stream(steps, [0.01, 0.5, 0.99, 1.0, 1.0, 1.0], [0.0, 0.2, 0.98, 0.995, 0.3, 0.2],
-                      [0.01, 0.05, 0.2, 0.989999, 0.99, 1.0])
+    records = _stream(
+        steps,
+        [0.01, 0.5, 0.99, 1.0, 1.0, 1.0],
+        [0.0, 0.2, 0.98, 0.995, 0.3, 0.2],
+        [0.01, 0.05, 0.2, 0.989999, 0.99, 1.0],
+    )
     got = milestones(records, ModAddTask.milestones)
     assert {k: v["step"] for k, v in got.items()} == {"t_mem_clean": 20, "t_mem_noisy": 30, "t_gen": 40}
     assert got["t_mem_noisy"]["kept"] is False and got["t_gen"]["kept"] is True
@@ -92,9 +99,15 @@ def test_tables_from_a_fake_sweep(tmp_path):
         t = gen[(spec.tags["xi"], spec.tags["seed"])]
         for step in (0, 20, 40, 60, 300):
             ok = t is not None and step >= t
-            append_metrics(spec.out, {"step": step, "train/clean/acc": 1.0 if step >= 20 else 0.0,
-                                      **({"train/corrupted/acc": 1.0 if step >= 20 else 0.0} if spec.tags["xi"] else {}),
-                                      "test/acc": 1.0 if ok else 0.5})
+            append_metrics(
+                spec.out,
+                {
+                    "step": step,
+                    "train/clean/acc": 1.0 if step >= 20 else 0.0,
+                    **({"train/corrupted/acc": 1.0 if step >= 20 else 0.0} if spec.tags["xi"] else {}),
+                    "test/acc": 1.0 if ok else 0.5,
+                },
+            )
         if (spec.tags["xi"], spec.tags["seed"]) != (0.5, 1):  # one run still going
             mark_done(spec.out, {})
     runs = runs_table(tmp_path)

@@ -71,4 +71,8 @@ def test_zero_vector_has_nan_ipr_and_dtype_is_kept():
     w = torch.zeros(11, 2)
     w[:, 1] = _wave(11, 2).float()
     out = ipr(fourier_amplitudes(w))
-    assert out.dtype == torch.float32 and math.isnan(out[0].item()) and out[1].item() == pytest.approx(1.0, abs=1e-6)
+    assert (
+        out.dtype == torch.float32
+        and math.isnan(out[0].item())
+        and out[1].item() == pytest.approx(1.0, abs=1e-6)
+    )

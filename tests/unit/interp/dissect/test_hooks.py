@@ -1,7 +1,8 @@
 """Hooks that cannot fail silently (`interp.dissect.hooks`), and what the dissection primitives
 built on them guarantee: every hook they register fires or they raise naming it; the caller's
 own hooks survive them, also when a hook or the primitive raises; a no-op patch reproduces the
-unpatched logits bit for bit."""
+unpatched logits bit for bit.
+"""
 
 from __future__ import annotations
 
@@ -52,7 +53,8 @@ def _n_hooks(model: nn.Module) -> int:
 
 def _disconnect(model: nn.Module, name: str) -> None:
     """Take hook point `name` off the forward path, as replacing a module after `setup()` does:
-    `hook_dict` still holds the old HookPoint, but the forward pass no longer calls it."""
+    `hook_dict` still holds the old HookPoint, but the forward pass no longer calls it.
+    """
     parent, _, attr = name.rpartition(".")
     setattr(model.get_submodule(parent) if parent else model, attr, nn.Identity())
 

@@ -1,5 +1,6 @@
 """Patching statistics (`interp.dissect.patch_stats`): bootstrap intervals over pairs, re-pairing
-permutations and their p-values; and the ``patch`` analysis's use of them."""
+permutations and their p-values; and the ``patch`` analysis's use of them.
+"""
 
 from __future__ import annotations
 

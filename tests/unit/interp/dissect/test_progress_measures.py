@@ -1,5 +1,6 @@
 """Progress measures of modular addition (`interp.dissect.progress_measures`): golden values on
-signals built from known frequencies, and the identities the definitions imply."""
+signals built from known frequencies, and the identities the definitions imply.
+"""
 
 from __future__ import annotations
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from interp.metrics import evaluate
 from interp.dissect.pruning import prune_curve, removal_counts, zero_neurons_hook
+from interp.metrics import evaluate
 from models import QuadraticMLP, QuadraticMLPConfig
 from tasks import ModAddTask
 
@@ -15,7 +15,9 @@ TASK = ModAddTask(p=11, xi=0.3)
 
 @pytest.fixture(scope="module")
 def model() -> QuadraticMLP:
-    return QuadraticMLP(QuadraticMLPConfig(d_vocab=TASK.d_vocab, d_vocab_out=TASK.d_vocab_out, d_hidden=24), seed=3).eval()
+    return QuadraticMLP(
+        QuadraticMLPConfig(d_vocab=TASK.d_vocab, d_vocab_out=TASK.d_vocab_out, d_hidden=24), seed=3
+    ).eval()
 
 
 def test_removing_every_neuron_gives_zero_logits_and_class_zero_accuracy(model):
@@ -30,7 +32,9 @@ def test_removing_every_neuron_gives_zero_logits_and_class_zero_accuracy(model):
         assert records[1][f"{name}/acc"] == pytest.approx((split.labels == 0).float().mean().item())
         for group, mask in split.groups.items():
             if mask.any():
-                assert records[1][f"{name}/{group}/acc"] == pytest.approx((split.labels[mask] == 0).float().mean().item())
+                assert records[1][f"{name}/{group}/acc"] == pytest.approx(
+                    (split.labels[mask] == 0).float().mean().item()
+                )
     assert abs(records[1]["test/acc"] - 1 / TASK.p) < 0.05
 
 

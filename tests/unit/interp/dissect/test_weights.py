@@ -7,7 +7,12 @@ import math
 import pytest
 import torch
 
-from interp.dissect.weights import effective_rank, effective_rank_of_singular_values, parameter_cosine, transformer_ranks
+from interp.dissect.weights import (
+    effective_rank,
+    effective_rank_of_singular_values,
+    parameter_cosine,
+    transformer_ranks,
+)
 from models import build_model, preset_config
 from tasks import ModAddTask
 

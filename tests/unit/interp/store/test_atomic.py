@@ -64,4 +64,6 @@ def test_atomic_writes_get_ordinary_file_permissions(tmp_path):
 
     atomic_write_text(tmp_path / "report.html", "x")
     (tmp_path / "plain.txt").write_text("x")
-    assert os.stat(tmp_path / "report.html").st_mode & 0o777 == os.stat(tmp_path / "plain.txt").st_mode & 0o777
+    assert (
+        os.stat(tmp_path / "report.html").st_mode & 0o777 == os.stat(tmp_path / "plain.txt").st_mode & 0o777
+    )

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from interp.errors import CheckpointError, FormatVersionError
 from interp.store.checkpoint import (
     Checkpoint,
     list_checkpoints,
@@ -22,7 +23,6 @@ from interp.store.checkpoint import (
     resolve_checkpoint,
     save_checkpoint,
 )
-from interp.errors import CheckpointError, FormatVersionError
 
 
 def same(a: Any, b: Any) -> bool:
@@ -138,7 +138,11 @@ def test_saving_a_step_again_replaces_it(run_dir: Path) -> None:
     save_checkpoint(run_dir, 2, model_state(99))
     loaded = load_checkpoint(run_dir)
     assert loaded.step == 2 and same(loaded.state_dict, model_state(99)) and loaded.train_state is None
-    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["LATEST", "step_000001", "step_000002"]
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [
+        "LATEST",
+        "step_000001",
+        "step_000002",
+    ]
 
 
 def test_train_state_that_could_not_be_loaded_safely_is_refused_at_save(run_dir: Path) -> None:
@@ -163,7 +167,9 @@ def test_load_without_train_state_skips_it(run_dir: Path) -> None:
 
 @pytest.mark.parametrize("file", ["model.safetensors", "train_state.pt"])
 @pytest.mark.parametrize("damage", ["truncate", "flip"])
-def test_a_damaged_file_is_named_and_an_earlier_checkpoint_suggested(run_dir: Path, file: str, damage: str) -> None:
+def test_a_damaged_file_is_named_and_an_earlier_checkpoint_suggested(
+    run_dir: Path, file: str, damage: str
+) -> None:
     save_steps(run_dir, 1, 2)
     path = run_dir / "checkpoints" / "step_000002" / file
     data = bytearray(path.read_bytes())
@@ -302,7 +308,10 @@ def test_a_forged_model_file_that_is_not_safetensors(run_dir: Path) -> None:
     [
         (lambda s: s.pop("bias"), "has no weight 'bias' that the model needs"),
         (lambda s: s.update(extra=torch.zeros(1)), "has weight 'extra' that the model does not"),
-        (lambda s: s.update(weight=torch.zeros(3, 3)), "has weight 'weight' of shape [3, 3], but the model expects [2, 3]"),
+        (
+            lambda s: s.update(weight=torch.zeros(3, 3)),
+            "has weight 'weight' of shape [3, 3], but the model expects [2, 3]",
+        ),
     ],
     ids=["missing", "unexpected", "shape"],
 )

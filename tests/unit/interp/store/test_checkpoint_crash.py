@@ -54,7 +54,10 @@ def weights(step: int) -> dict[str, torch.Tensor]:
 
 def kill_a_save(run_dir: Path, point: str, step: int) -> None:
     child = subprocess.run(
-        [sys.executable, "-c", CHILD, str(run_dir), point, str(step)], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", CHILD, str(run_dir), point, str(step)],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert child.returncode == -signal.SIGKILL, child.stderr
 
@@ -67,7 +70,9 @@ def kill_a_save(run_dir: Path, point: str, step: int) -> None:
         ("replace_2", [1, 2]),  # folder renamed, LATEST's temporary file not yet renamed
     ],
 )
-def test_a_killed_save_leaves_the_previous_checkpoint_loadable(run_dir: Path, point: str, listed: list[int]) -> None:
+def test_a_killed_save_leaves_the_previous_checkpoint_loadable(
+    run_dir: Path, point: str, listed: list[int]
+) -> None:
     save_checkpoint(run_dir, 1, weights(1), {"rng": torch.get_rng_state()})
     kill_a_save(run_dir, point, 2)
     assert any(p.name.startswith(".") for p in (run_dir / "checkpoints").iterdir())  # leftovers
@@ -75,7 +80,9 @@ def test_a_killed_save_leaves_the_previous_checkpoint_loadable(run_dir: Path, po
     assert loaded.step == 1 and torch.equal(loaded.state_dict["w"], weights(1)["w"])
     assert list_checkpoints(run_dir) == listed
     if 2 in listed:  # complete, only LATEST was not moved on yet
-        assert torch.equal(load_checkpoint(run_dir / "checkpoints" / "step_000002").state_dict["w"], torch.full((8, 8), -1.0))
+        assert torch.equal(
+            load_checkpoint(run_dir / "checkpoints" / "step_000002").state_dict["w"], torch.full((8, 8), -1.0)
+        )
 
     save_checkpoint(run_dir, 3, weights(3))  # the next save cleans up
     assert not [p.name for p in (run_dir / "checkpoints").iterdir() if p.name.startswith(".")]
@@ -95,5 +102,7 @@ def test_a_save_killed_while_replacing_the_same_step(run_dir: Path) -> None:
     assert load_checkpoint(run_dir).step == 1
     save_checkpoint(run_dir, 3, weights(3))  # restores the old step 2, its only copy
     assert list_checkpoints(run_dir) == [1, 2, 3]
-    assert torch.equal(load_checkpoint(run_dir / "checkpoints" / "step_000002").state_dict["w"], weights(2)["w"])
+    assert torch.equal(
+        load_checkpoint(run_dir / "checkpoints" / "step_000002").state_dict["w"], weights(2)["w"]
+    )
     assert not [p.name for p in (run_dir / "checkpoints").iterdir() if p.name.startswith(".")]

@@ -110,7 +110,9 @@ def test_read_metrics_before_any_evaluation(run_dir: Path) -> None:
     assert not (run_dir / "metrics.jsonl").exists()
 
 
-def test_truncate_then_resume_gives_the_uninterrupted_file(tmp_path: Path, tiny_config: dict[str, Any]) -> None:
+def test_truncate_then_resume_gives_the_uninterrupted_file(
+    tmp_path: Path, tiny_config: dict[str, Any]
+) -> None:
     records = [{"step": s * 10, "loss": math.exp(-s / 3)} for s in range(6)]
     straight = create_run(tmp_path / "straight", tiny_config)
     for record in records:
@@ -171,7 +173,9 @@ def test_run_lock_refuses_a_second_writer(run_dir: Path) -> None:
         with pytest.raises(CheckpointError) as info:
             with run_lock(run_dir):
                 pass
-        assert f"run folder {run_dir} is being written by another process (pid {child.pid})" in str(info.value)
+        assert f"run folder {run_dir} is being written by another process (pid {child.pid})" in str(
+            info.value
+        )
     finally:
         assert child.stdin is not None
         child.stdin.close()
@@ -183,7 +187,10 @@ def test_run_lock_refuses_a_second_writer(run_dir: Path) -> None:
 
 def test_run_lock_is_released_when_the_holder_is_killed(run_dir: Path) -> None:
     child = subprocess.Popen(
-        [sys.executable, "-c", LOCK_HOLDER, str(run_dir)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", LOCK_HOLDER, str(run_dir)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert child.stdout is not None and child.stdout.readline().strip() == "locked"
     child.kill()

@@ -7,12 +7,12 @@ import math
 import pytest
 import torch
 
-from interp.store.checkpoint import list_checkpoints, load_checkpoint
 from interp.errors import ConfigError
 from interp.metrics import milestones
+from interp.store.checkpoint import list_checkpoints, load_checkpoint
 from interp.store.run_folder import read_done, read_metrics
-from interp.training.schedule import log_spaced_steps, schedule
 from interp.training import TrainConfig, train
+from interp.training.schedule import log_spaced_steps, schedule
 from models import build_model, preset_config
 from tasks import ModAddTask, MPSPTask
 
@@ -29,13 +29,21 @@ def _train(tmp_path, task, preset="mpsp-1l1h", **config):
 def test_metrics_cover_every_split_and_group_on_schedule(tmp_path):
     _, summary, records = _train(tmp_path, TINY_MPSP)
     assert [r["step"] for r in records] == [0, 4, 8, 12]
-    for key in ("train/acc", "train/consistent/acc", "train/opposing/loss", "val/consistent/acc", "adv/opposing/acc"):
+    for key in (
+        "train/acc",
+        "train/consistent/acc",
+        "train/opposing/loss",
+        "val/consistent/acc",
+        "adv/opposing/acc",
+    ):
         assert key in records[-1]
     # The train split holds exactly round(r * N) consistent examples: the overall loss is their
     # count-weighted mean with the opposing group's.
     r = round(0.75 * 128) / 128
     last = records[-1]
-    assert last["train/loss"] == pytest.approx(r * last["train/consistent/loss"] + (1 - r) * last["train/opposing/loss"], rel=1e-5)
+    assert last["train/loss"] == pytest.approx(
+        r * last["train/consistent/loss"] + (1 - r) * last["train/opposing/loss"], rel=1e-5
+    )
     assert summary == read_done(tmp_path / "run")
     assert summary["final"] == last and summary["epochs"] == 12
     assert set(summary["milestones"]) == set(MPSPTask.milestones)
@@ -49,12 +57,16 @@ def test_metrics_equal_an_independent_evaluation_of_the_saved_weights(tmp_path):
     with torch.no_grad():
         logits = model(adv.tokens)[:, -1]
     assert records[-1]["adv/acc"] == pytest.approx((logits.argmax(-1) == adv.labels).float().mean().item())
-    assert records[-1]["adv/loss"] == pytest.approx(torch.nn.functional.cross_entropy(logits, adv.labels).item(), rel=1e-5)
+    assert records[-1]["adv/loss"] == pytest.approx(
+        torch.nn.functional.cross_entropy(logits, adv.labels).item(), rel=1e-5
+    )
 
 
 def test_study_c_milestones_on_the_quadratic_mlp(tmp_path):
     task = ModAddTask(p=7, train_frac=0.6, xi=0.2)
-    _, summary, records = _train(tmp_path, task, preset="quadratic-mlp", loss="mse", lr=1e-2, weight_decay=1.0, epochs=6, eval_every=1)
+    _, summary, records = _train(
+        tmp_path, task, preset="quadratic-mlp", loss="mse", lr=1e-2, weight_decay=1.0, epochs=6, eval_every=1
+    )
     assert set(summary["milestones"]) == {"t_mem_clean", "t_mem_noisy", "t_gen"}
     assert "train/corrupted/acc" in records[-1] and "test/acc" in records[-1]
     assert summary["milestones"] == milestones(records, ModAddTask.milestones)
@@ -124,7 +136,15 @@ def test_other_config_in_the_same_folder_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "field, value", [("epochs", 0), ("lr", -1.0), ("loss", "hinge"), ("weight_norm", 0.0), ("betas", (0.9, 1.0)), ("batch_size", 0)]
+    "field, value",
+    [
+        ("epochs", 0),
+        ("lr", -1.0),
+        ("loss", "hinge"),
+        ("weight_norm", 0.0),
+        ("betas", (0.9, 1.0)),
+        ("batch_size", 0),
+    ],
 )
 def test_bad_train_config_names_the_value(field, value):
     with pytest.raises(ConfigError, match=field):

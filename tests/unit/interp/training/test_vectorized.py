@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from interp.store.checkpoint import list_checkpoints, load_checkpoint
 from interp.errors import ConfigError
+from interp.store.checkpoint import list_checkpoints, load_checkpoint
 from interp.store.run_folder import read_metrics
 from interp.training import TrainConfig, train
 from interp.training.vectorized import train_vectorized
@@ -31,7 +31,10 @@ def _models(preset, task):
 
 
 def _configs(**fields):
-    return [TrainConfig(**{"epochs": 5, "eval_every": 1, "eval_log_points": 0, "lr": 3e-3, **fields}, seed=s) for s in SEEDS]
+    return [
+        TrainConfig(**{"epochs": 5, "eval_every": 1, "eval_log_points": 0, "lr": 3e-3, **fields}, seed=s)
+        for s in SEEDS
+    ]
 
 
 def _vectorized(root: Path, preset, task, **fields) -> list[Path]:
@@ -95,7 +98,9 @@ def test_vectorised_quadratic_mlp_with_mse_and_weight_norm_equals_separate_runs(
     for a, b in zip(vec, sep):
         _assert_close_runs(a, b, atol=1e-6)
         weights = load_checkpoint(a).state_dict.values()
-        assert torch.linalg.vector_norm(torch.cat([w.flatten() for w in weights])).item() == pytest.approx(3.0, rel=1e-5)
+        assert torch.linalg.vector_norm(torch.cat([w.flatten() for w in weights])).item() == pytest.approx(
+            3.0, rel=1e-5
+        )
 
 
 def test_the_callers_models_end_with_the_trained_weights(tmp_path):
@@ -109,7 +114,8 @@ def test_the_callers_models_end_with_the_trained_weights(tmp_path):
 
 def test_a_group_resumed_from_uneven_checkpoints_is_bit_identical(tmp_path):
     """A kill while the seeds are being saved leaves some a checkpoint ahead: all restart from
-    the last step they share, and end bit-identical to a group that was never stopped."""
+    the last step they share, and end bit-identical to a group that was never stopped.
+    """
     fields = {"epochs": 8, "checkpoint_every": 2, "checkpoint_log_points": 0, "batch_size": 48}
     reference = _vectorized(tmp_path / "ref", "mpsp-2l1h", TINY_MPSP, **fields)
     resumed = _vectorized(tmp_path / "run", "mpsp-2l1h", TINY_MPSP, **fields)
@@ -149,11 +155,15 @@ def test_seeds_that_differ_in_more_than_the_seed_are_refused(tmp_path):
     configs = _configs()
     configs[1] = TrainConfig(epochs=5, eval_every=1, eval_log_points=0, lr=1e-3, seed=1)
     with pytest.raises(ConfigError, match=r"lr is 0.003 and 0.001"):
-        train_vectorized([tmp_path / str(s) for s in SEEDS], _models("mpsp-1l1h", TINY_MPSP), TINY_MPSP, configs)
+        train_vectorized(
+            [tmp_path / str(s) for s in SEEDS], _models("mpsp-1l1h", TINY_MPSP), TINY_MPSP, configs
+        )
     models = _models("mpsp-1l1h", TINY_MPSP)
     models[2] = build_model(preset_config("mpsp-2l1h", TINY_MPSP), seed=2)
     with pytest.raises(ConfigError, match="one model config"):
         train_vectorized([tmp_path / str(s) for s in SEEDS], models, TINY_MPSP, _configs())
     with pytest.raises(ConfigError, match="2 run folders, 3 models"):
-        train_vectorized([tmp_path / "a", tmp_path / "b"], _models("mpsp-1l1h", TINY_MPSP), TINY_MPSP, _configs())
+        train_vectorized(
+            [tmp_path / "a", tmp_path / "b"], _models("mpsp-1l1h", TINY_MPSP), TINY_MPSP, _configs()
+        )
     assert not any(tmp_path.iterdir())  # nothing was created
