@@ -15,6 +15,7 @@ author = "the interp developers"
 extensions = [
     "myst_nb",
     "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
     "sphinx.ext.napoleon",
     "sphinx.ext.viewcode",
     "analysis_pages",  # docs/_ext: one page per registered analysis, generated from the registry
@@ -34,6 +35,8 @@ nb_execution_in_temp = True  # tutorials write runs/ and out/: keep them out of 
 nb_execution_raise_on_error = True
 nb_execution_show_tb = True
 
+autosummary_generate = True  # docs/api.md: one page per module, recursively
+autosummary_imported_members = False
 autodoc_typehints = "description"
 autodoc_member_order = "bysource"
 autodoc_mock_imports: list[str] = []

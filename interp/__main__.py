@@ -2,4 +2,5 @@
 
 from interp.cli import main
 
-main()
+if __name__ == "__main__":  # importing the module (e.g. the API docs do) must not run the CLI
+    main()

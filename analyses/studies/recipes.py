@@ -116,13 +116,17 @@ def plan_runs(
 ) -> list[RunSpec]:
     """The runs of `interp train`: one per seed (``out/seed_<s>``), or one into `out` if `seeds` is None.
 
+    Each run is tagged with its preset, the task options given and its seed, so several seeds
+    read as one configuration in a report.
+
     Raises:
         ConfigError: On any unknown or invalid option.
     """
     base = recipe(preset, task_options, task_name=task_name)
+    tags = {"preset": preset, **task_options}
     if seeds is None:
-        return [base.spec(out, {**train_options}, {"seed": train_options.get("seed", 0)})]
-    return [base.spec(seed_folder(out, s), {**train_options, "seed": s}, {"seed": s}) for s in seeds]
+        return [base.spec(out, {**train_options}, {**tags, "seed": train_options.get("seed", 0)})]
+    return [base.spec(seed_folder(out, s), {**train_options, "seed": s}, {**tags, "seed": s}) for s in seeds]
 
 
 def train_spec(spec: RunSpec, *, device: str = "cpu", progress: bool = False) -> dict[str, Any]:

@@ -254,6 +254,10 @@ def train(
         task_options=given(options, _TASK_OPTIONS.names),
         train_options=given(options, _TRAIN_OPTIONS.names),
     )
+    if seeds:  # OUT holds the seeds as a sweep, so `interp report OUT` reads them as one configuration
+        from interp.sweep.specs import write_sweep
+
+        write_sweep(out, specs, {"command": "interp train", "seeds": seeds})
     click.echo(
         train_runs(
             specs, device=device, threads=threads, jobs=jobs, progress=not no_progress, vectorize=vectorize

@@ -119,6 +119,36 @@ def read_sweep(sweep_dir: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
     return specs, data.get("meta", {})
 
 
+RECORD_FILES = ("config.json", "metrics.jsonl", "DONE")
+"""What a run's compact record holds: its configs, every evaluation and its summary (no weights)."""
+
+
+def export_records(sweep_dir: str | Path, dest: str | Path) -> list[Path]:
+    """Copy a sweep's compact records (sweep.json, and each run's `RECORD_FILES`) into `dest`.
+
+    What a repository keeps of a long experiment (`results/`): enough to rebuild every rate,
+    table and training curve, a few kB a run. An unfinished run is copied without DONE, so a
+    report shows how far it got. Returns the run folders written.
+    """
+    import shutil
+
+    sweep_dir, dest = Path(sweep_dir), Path(dest)
+    specs, _ = read_sweep(sweep_dir)
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(sweep_dir / SWEEP_FILE, dest / SWEEP_FILE)
+    written = []
+    for spec in specs:
+        target = dest / Path(spec.out).relative_to(sweep_dir)
+        target.mkdir(parents=True, exist_ok=True)
+        for name in RECORD_FILES:
+            if (Path(spec.out) / name).exists():
+                shutil.copyfile(Path(spec.out) / name, target / name)
+            elif (target / name).exists():
+                (target / name).unlink()  # a stale record of an earlier export
+        written.append(target)
+    return written
+
+
 def run_sweep(
     specs: Sequence[RunSpec], worker: Callable[[RunSpec], Any], executor: Executor, *, progress: bool = True
 ) -> Iterator[Outcome[RunSpec]]:
