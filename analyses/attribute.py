@@ -21,15 +21,8 @@ from torch import Tensor
 
 from analyses.base import Analysis, param
 from analyses.effects import (
-    CI_HELP,
-    COUNTERFACTUAL,
-    MAX_EXAMPLES_HELP,
-    N_BOOT_HELP,
-    PERMUTATIONS_HELP,
-    SEED_HELP,
-    SOURCE_HELP,
-    SPLIT_HELP,
     STAT_KEYS,
+    PairParams,
     SiteEffects,
     effect_stats,
     pairs_for,
@@ -58,24 +51,17 @@ REFERENCE = (
 
 
 @dataclass(frozen=True)
-class Params:
+class Params(PairParams):
     """Parameters of ``attribute``."""
 
-    split: str = param("adv", SPLIT_HELP)
-    source: str = param(COUNTERFACTUAL, SOURCE_HELP)
     sites: str = param(
         "all",
         "Comma-separated sites (resid_pre, resid_mid, resid_post, attn_out, mlp_out, z, z_pos, pattern) "
         "or 'all'.",
     )
-    max_examples: int = param(2048, MAX_EXAMPLES_HELP)
-    seed: int = param(0, SEED_HELP)
     compare: bool = param(
         False, "Also run activation patching on the same pairs and report the correlation per site."
     )
-    n_boot: int = param(1000, N_BOOT_HELP)
-    ci: float = param(0.95, CI_HELP)
-    permutations: int = param(0, PERMUTATIONS_HELP)
 
 
 @dataclass(frozen=True)

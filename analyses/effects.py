@@ -23,7 +23,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 from torch import Tensor
 
-from analyses.base import Result
+from analyses.base import Result, param
 from analyses.subject import Subject
 from interp.dissect.patch_stats import EffectStats, effect_statistics, permutation_null
 from interp.dissect.patching import PatchPairs, aligned_pairs, cross_pairs
@@ -41,6 +41,24 @@ SEED_HELP = "Seed of the counterfactual edits, the cross-split pairing, the boot
 N_BOOT_HELP = "Bootstrap resamples of the pairs for the confidence intervals."
 CI_HELP = "Confidence level of the bootstrap intervals."
 PERMUTATIONS_HELP = "Re-pairings for the permutation test (the patch is re-run on each; 0: no p-values)."
+
+
+@dataclass(frozen=True)
+class PairParams:
+    """The parameters every pair-patching analysis shares: which pairs, and their statistics.
+
+    ``patch``, ``attribute`` and ``path-patch`` subclass it and add what they patch.
+    """
+
+    split: str = param("adv", SPLIT_HELP)
+    source: str = param(COUNTERFACTUAL, SOURCE_HELP)
+    max_examples: int = param(2048, MAX_EXAMPLES_HELP)
+    seed: int = param(0, SEED_HELP)
+    n_boot: int = param(1000, N_BOOT_HELP)
+    ci: float = param(0.95, CI_HELP)
+    permutations: int = param(0, PERMUTATIONS_HELP)
+
+
 STAT_KEYS = (
     "recovery",
     "logit_diff",

@@ -19,14 +19,7 @@ from torch import Tensor
 
 from analyses.base import Analysis, Result, param
 from analyses.effects import (
-    CI_HELP,
-    COUNTERFACTUAL,
-    MAX_EXAMPLES_HELP,
-    N_BOOT_HELP,
-    PERMUTATIONS_HELP,
-    SEED_HELP,
-    SOURCE_HELP,
-    SPLIT_HELP,
+    PairParams,
     add_interval_row,
     effect_stats,
     pairs_for,
@@ -54,19 +47,12 @@ REFERENCE = (
 
 
 @dataclass(frozen=True)
-class Params:
+class Params(PairParams):
     """Parameters of ``path-patch``."""
 
-    split: str = param("adv", SPLIT_HELP)
-    source: str = param(COUNTERFACTUAL, SOURCE_HELP)
     receivers: str = param(
         "q,k,v,logits", "Comma-separated receiver kinds: q, k, v (of later heads), logits."
     )
-    max_examples: int = param(2048, MAX_EXAMPLES_HELP)
-    seed: int = param(0, SEED_HELP)
-    n_boot: int = param(1000, N_BOOT_HELP)
-    ci: float = param(0.95, CI_HELP)
-    permutations: int = param(0, PERMUTATIONS_HELP)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Models shared by the oracle tests (imported by name: pytest puts this folder on sys.path)."""
+"""Models shared by the oracle tests."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import torch
 
 import models
 from interp.splits import Task
+from tests.builders import tiny_config
 
 
 def random_transformer(task: Task, seed: int = 0, **overrides) -> models.Transformer:
@@ -17,13 +18,7 @@ def random_transformer(task: Task, seed: int = 0, **overrides) -> models.Transfo
         seed: Seed of the init; the perturbation uses `seed + 1`.
         **overrides: `TransformerConfig` fields (default 2 layers, 2 heads, d_model 16, d_mlp 32).
     """
-    cfg = models.TransformerConfig(
-        **{"n_layers": 2, "n_heads": 2, "d_model": 16, "d_mlp": 32, **overrides},
-        n_ctx=task.n_ctx,
-        d_vocab=task.d_vocab,
-        d_vocab_out=task.d_vocab_out,
-    )
-    model = models.Transformer(cfg, seed=seed)
+    model = models.Transformer(tiny_config(task, **overrides), seed=seed)
     gen = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
         for name, p in model.named_parameters():

@@ -10,22 +10,15 @@ from analyses.subject import Subject
 from interp.dissect.group_gradients import GroupGradients, block_of, gradient_stats, group_gradients
 from interp.errors import ConfigError
 from interp.metrics import per_example_loss
-from models import QuadraticMLP, QuadraticMLPConfig, Transformer, TransformerConfig
+from models import QuadraticMLP, QuadraticMLPConfig, Transformer
 from tasks import ModAddTask, MPSPTask
+from tests.builders import tiny_config
 
 TASK = MPSPTask(vocab=12, n=4, n_train=128, n_val=32, n_adv=32)
 
 
 def _transformer() -> Transformer:
-    cfg = TransformerConfig(
-        n_layers=2,
-        n_heads=2,
-        d_model=16,
-        d_mlp=32,
-        n_ctx=TASK.n_ctx,
-        d_vocab=TASK.d_vocab,
-        d_vocab_out=TASK.d_vocab_out,
-    )
+    cfg = tiny_config(TASK)
     return Transformer(cfg, seed=0)
 
 

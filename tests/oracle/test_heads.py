@@ -20,6 +20,7 @@ from interp.dissect.heads import (
 from interp.errors import ConfigError
 from models import Transformer, TransformerConfig
 from tasks import MPSPTask
+from tests.builders import tiny_config
 
 V, N_CTX = 8, 4  # values 0..7, SEP = 8, three key positions before the readout
 
@@ -183,15 +184,7 @@ def test_empirical_measures_equal_hand_computation_from_the_full_cache():
 @pytest.fixture
 def subject() -> Subject:
     task = MPSPTask(vocab=12, n=4, n_train=128, n_val=32, n_adv=32)
-    cfg = TransformerConfig(
-        n_layers=2,
-        n_heads=2,
-        d_model=16,
-        d_mlp=32,
-        n_ctx=task.n_ctx,
-        d_vocab=task.d_vocab,
-        d_vocab_out=task.d_vocab_out,
-    )
+    cfg = tiny_config(task)
     return Subject(Transformer(cfg, seed=0), task, task.splits(0), step=7)
 
 

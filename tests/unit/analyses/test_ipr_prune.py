@@ -18,6 +18,7 @@ from interp.cli import main
 from interp.errors import ConfigError
 from interp.training import TrainConfig, train
 from tasks import ModAddTask, MPSPTask
+from tests.builders import tiny_config
 
 TASK = ModAddTask(p=11, xi=0.3)
 
@@ -72,15 +73,7 @@ def test_prune_orders_by_ipr_and_ends_at_class_zero(subject):
 @pytest.mark.parametrize("name", ["ipr", "prune"])
 def test_transformer_subject_is_a_clear_config_error(name):
     task = MPSPTask(vocab=12, n=4, n_train=16, n_val=8, n_adv=8)
-    cfg = models.TransformerConfig(
-        n_layers=1,
-        n_heads=1,
-        d_model=8,
-        d_mlp=16,
-        n_ctx=task.n_ctx,
-        d_vocab=task.d_vocab,
-        d_vocab_out=task.d_vocab_out,
-    )
+    cfg = tiny_config(task, n_layers=1, n_heads=1, d_model=8, d_mlp=16)
     transformer = Subject(model=models.Transformer(cfg), task=task, splits=task.splits(0))
     with pytest.raises(ConfigError, match="quadratic MLP"):
         get_analysis(name).compute(transformer, get_analysis(name).params())

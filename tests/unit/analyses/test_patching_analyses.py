@@ -16,21 +16,14 @@ from analyses import attribute, patch, path_patch
 from analyses.subject import Subject
 from interp.dissect.patching import SITES
 from interp.errors import ConfigError
+from tests.builders import tiny_config
 
 TASK = tasks.MPSPTask(vocab=12, n=4, n_train=128, n_val=32, n_adv=32)
 
 
 @pytest.fixture(scope="module")
 def subject() -> Subject:
-    cfg = models.TransformerConfig(
-        n_layers=2,
-        n_heads=2,
-        d_model=16,
-        d_mlp=32,
-        n_ctx=TASK.n_ctx,
-        d_vocab=TASK.d_vocab,
-        d_vocab_out=TASK.d_vocab_out,
-    )
+    cfg = tiny_config(TASK)
     return Subject(model=models.Transformer(cfg, seed=3).eval(), task=TASK, splits=TASK.splits(0), step=11)
 
 

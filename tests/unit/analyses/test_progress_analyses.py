@@ -22,6 +22,7 @@ import tasks
 from analyses import fourier, progress
 from analyses.subject import Subject
 from interp.errors import ConfigError
+from tests.builders import tiny_config
 
 P, KEYS = 17, (2, 5)
 TASK = tasks.ModAddTask(p=P, train_frac=0.5)
@@ -134,15 +135,7 @@ def test_bad_parameters_are_config_errors(module, params, match):
 
 def test_progress_measures_refuse_other_tasks():
     mpsp = tasks.MPSPTask(vocab=12, n=4, n_train=32, n_val=16, n_adv=16)
-    cfg = models.TransformerConfig(
-        n_layers=1,
-        n_heads=1,
-        d_model=8,
-        d_mlp=8,
-        n_ctx=mpsp.n_ctx,
-        d_vocab=mpsp.d_vocab,
-        d_vocab_out=mpsp.d_vocab_out,
-    )
+    cfg = tiny_config(mpsp, n_layers=1, n_heads=1, d_model=8, d_mlp=8)
     subject = Subject(model=models.Transformer(cfg).eval(), task=mpsp, splits=mpsp.splits(0))
     with pytest.raises(ConfigError, match="modadd"):
         progress.compute(subject, progress.Params())

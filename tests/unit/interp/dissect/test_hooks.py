@@ -17,21 +17,13 @@ from interp.dissect.hooks import cache_activations, checked_hooks, run_with_chec
 from interp.dissect.interventions import Intervention, run_interventions
 from interp.dissect.patching import SITES, PatchPairs, aligned_pairs, hook_name, patch_sweep
 from interp.errors import HookError
+from tests.builders import tiny_config
 
 TASK = tasks.MPSPTask(vocab=12, n=4, n_train=64, n_val=32, n_adv=32)
 
 
 def _model(**overrides) -> models.Transformer:
-    cfg = models.TransformerConfig(
-        n_layers=2,
-        n_heads=2,
-        d_model=16,
-        d_mlp=32,
-        n_ctx=TASK.n_ctx,
-        d_vocab=TASK.d_vocab,
-        d_vocab_out=TASK.d_vocab_out,
-        **overrides,
-    )
+    cfg = tiny_config(TASK, **overrides)
     return models.Transformer(cfg, seed=0).eval()
 
 

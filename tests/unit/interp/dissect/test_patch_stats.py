@@ -19,6 +19,7 @@ from analyses.subject import Subject
 from interp.dissect import patch_stats
 from interp.dissect.patching import PatchPairs, patch_sweep
 from interp.errors import ConfigError
+from tests.builders import tiny_config
 
 TASK = tasks.MPSPTask(vocab=12, n=4, n_train=64, n_val=48, n_adv=48)
 
@@ -104,15 +105,7 @@ def test_a_measure_that_ignores_the_pairing_has_p_value_one():
 
 
 def _subject() -> Subject:
-    cfg = models.TransformerConfig(
-        n_layers=2,
-        n_heads=2,
-        d_model=16,
-        d_mlp=32,
-        n_ctx=TASK.n_ctx,
-        d_vocab=TASK.d_vocab,
-        d_vocab_out=TASK.d_vocab_out,
-    )
+    cfg = tiny_config(TASK)
     return Subject(model=models.Transformer(cfg, seed=1).eval(), task=TASK, splits=TASK.splits(0))
 
 
