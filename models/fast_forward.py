@@ -110,14 +110,16 @@ class _Mix(torch.autograd.Function):
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(table: Tensor, idx: Tensor, pattern: Tensor, resid: Tensor, cdt: torch.dtype) -> Tensor:  # type: ignore[override]
+    def forward(table: Tensor, idx: Tensor, pattern: Tensor, resid: Tensor,  # type: ignore[override]
+                cdt: torch.dtype) -> Tensor:
         batch, S, D = resid.shape
         if S == 1:
             heads = pattern.shape[-1] // idx.shape[1]
             rows = (idx.unsqueeze(-1) * heads + torch.arange(heads, device=idx.device)).view(batch, -1)
             with warnings.catch_warnings():  # vmap's "performance drop" notice: the loop is intended
                 warnings.filterwarnings("ignore", message="There is a performance drop")
-                mixed = F.embedding_bag(rows, table.view(-1, D), per_sample_weights=pattern.view(batch, -1), mode="sum")
+                mixed = F.embedding_bag(rows, table.view(-1, D), per_sample_weights=pattern.view(batch, -1),
+                                        mode="sum")
             return resid + mixed.view(batch, 1, D).to(resid.dtype)
         ov = _rows(table, idx, cdt, D)
         if cdt == resid.dtype:
@@ -147,7 +149,8 @@ class _Mix(torch.autograd.Function):
         acc = torch.promote_types(table.dtype, torch.float32)  # never accumulate in bf16
         src = inner.reshape(-1, table.shape[1]).to(acc)
         # Out of place: under vmap `src` is batched while a fresh zeros tensor is not.
-        grad_table = torch.zeros(table.shape, dtype=acc, device=table.device).index_add(0, idx.reshape(-1), src)
+        grad_table = torch.zeros(table.shape, dtype=acc, device=table.device)
+        grad_table = grad_table.index_add(0, idx.reshape(-1), src)
         return grad_table.to(table.dtype), None, grad_pattern, grad, None
 
 
@@ -205,7 +208,8 @@ def _layer0(model: nn.Module, tokens: Tensor, cdt: torch.dtype, first: int) -> T
     k = torch.addmm(attn.b_K.reshape(-1), xn, _heads_to_matrix(attn.W_K))
     v = torch.addmm(attn.b_V.reshape(-1), xn, _heads_to_matrix(attn.W_V))
     n_q = q.shape[0]
-    scores = torch.bmm(q.view(n_q, H, dh).transpose(0, 1), k.view(PV, H, dh).permute(1, 2, 0)) / attn.attn_scale
+    scores = torch.bmm(q.view(n_q, H, dh).transpose(0, 1), k.view(PV, H, dh).permute(1, 2, 0))
+    scores = scores / attn.attn_scale
     if cfg.attention_dir == "causal" and S > 1:  # (the last query sees every key)
         q_pos = torch.arange(n_q, device=dev) // V + first
         k_pos = torch.arange(PV, device=dev) // V
@@ -282,11 +286,12 @@ def _last_attention(block: nn.Module, x: Tensor, resid_last: Tensor, cdt: torch.
     casting `x` to bf16 and its gradient back would cost more than they do.
     """
     attn = block.attn
-    batch, n_pos, D = x.shape
+    batch, _, D = x.shape
     H, _, dh = attn.W_Q.shape
     # The query from its own ln1 (a [batch, d_model] recomputation): selecting x[:, -1] would
     # cost a zero-filled [batch, pos, d_model] gradient.
-    q = torch.addmm(attn.b_Q.reshape(-1), _ln(block.ln1, resid_last), _heads_to_matrix(attn.W_Q)) / attn.attn_scale
+    x_last = _ln(block.ln1, resid_last)
+    q = torch.addmm(attn.b_Q.reshape(-1), x_last, _heads_to_matrix(attn.W_Q)) / attn.attn_scale
     qk = q @ torch.block_diag(*attn.W_K.transpose(1, 2))  # [batch, H * D]: W_K,h q_h side by side
     q_bias = (q.view(batch, H, dh) * attn.b_K).sum(-1)  # [batch, H]
     scores = torch.baddbmm(q_bias.unsqueeze(1), x, qk.view(batch, H, D).transpose(1, 2))
@@ -314,13 +319,15 @@ def fast_readout(model: nn.Module, tokens: Int[Tensor, "batch pos"]) -> Float[Te
     return _call(_fast_readout, model, tokens)
 
 
-def _call(forward: Callable[[nn.Module, Tensor, torch.dtype], Tensor], model: nn.Module, tokens: Tensor) -> Tensor:
+def _call(forward: Callable[[nn.Module, Tensor, torch.dtype], Tensor], model: nn.Module,
+          tokens: Tensor) -> Tensor:
     """Run `forward(model, tokens, compute dtype)` with an enclosing autocast honoured by hand:
     the compute dtype is autocast's if it is on (else the weights'), and autocast is off inside."""
     if tokens.ndim != 2:
         raise ValueError(f"tokens must have shape [batch, pos], got {tuple(tokens.shape)}")
     device_type = tokens.device.type
-    cdt = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else model.embed.W_E.dtype
+    autocast = torch.is_autocast_enabled(device_type)
+    cdt = torch.get_autocast_dtype(device_type) if autocast else model.embed.W_E.dtype
     with torch.autocast(device_type, enabled=False):
         return forward(model, tokens, cdt)
 
@@ -333,7 +340,8 @@ def _fast_readout(model: nn.Module, tokens: Tensor, cdt: torch.dtype) -> Tensor:
     else:
         n_pre = _prefix_len(cfg, batch, n_pos)
         resid = _layer0(model, tokens, cdt, n_pre)
-        resid = _mlp(model.blocks[0], resid.reshape(-1, cfg.d_model), cdt).view(batch, n_pos - n_pre, cfg.d_model)
+        resid = _mlp(model.blocks[0], resid.reshape(-1, cfg.d_model), cdt)
+        resid = resid.view(batch, n_pos - n_pre, cfg.d_model)
         for block in model.blocks[1:-1]:
             resid = _full_block(block, resid, cfg.attention_dir == "causal", cdt)
         last = model.blocks[-1]

@@ -57,7 +57,8 @@ class QuadraticMLP(HookedRootModule):
         if tokens.ndim != 2 or tokens.shape[1] < 2:
             raise ValueError(f"tokens must have shape [batch, pos >= 2], got {tuple(tokens.shape)}")
         # index_select, not advanced indexing: the same rows, several times faster on CPU
-        pre = self.hook_pre(self.W_E_left.index_select(0, tokens[:, 0]) + self.W_E_right.index_select(0, tokens[:, 1]))
+        left = self.W_E_left.index_select(0, tokens[:, 0])
+        pre = self.hook_pre(left + self.W_E_right.index_select(0, tokens[:, 1]))
         post = self.hook_post(pre.square())
         return self.hook_logits(post @ self.W_U)
 
@@ -73,9 +74,12 @@ class QuadraticMLP(HookedRootModule):
         if tokens.ndim != 2 or tokens.shape[1] < 2:
             raise ValueError(f"tokens must have shape [batch, pos >= 2], got {tuple(tokens.shape)}")
         device_type = tokens.device.type
-        cdt = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else self.W_U.dtype
+        autocast = torch.is_autocast_enabled(device_type)
+        cdt = torch.get_autocast_dtype(device_type) if autocast else self.W_U.dtype
         with torch.autocast(device_type, enabled=False):
-            return _QuadraticReadout.apply(self.W_E_left, self.W_E_right, self.W_U, tokens[:, 0], tokens[:, 1], cdt)
+            logits, _ = _QuadraticReadout.apply(self.W_E_left, self.W_E_right, self.W_U, tokens[:, 0],
+                                                tokens[:, 1], cdt)
+            return logits
 
     def run_with_cache(self, *args, **kwargs) -> tuple[Tensor, ActivationCache]:  # type: ignore[override]
         """Run the model and return `(logits, ActivationCache)`."""
@@ -86,38 +90,39 @@ class QuadraticMLP(HookedRootModule):
 class _QuadraticReadout(torch.autograd.Function):
     """`(W_L[m] + W_R[n])^2 @ W_U` with its gradients written out.
 
-    `m`, `n`: operand ids `[batch]`; returns logits `[batch, d_vocab_out]` in `W_U`'s dtype, the
-    products in `cdt`. Backward: `dW_U = h^T g`, `dpre = 2 pre * (g W_U^T)` (the 2 folded into
-    the small `W_U`, exactly), and the lookups' gradients by `index_add` in fp32. Out-of-place
-    accumulation and a generated vmap rule keep it usable under `torch.func.vmap` (vectorised seeds).
+    `m`, `n`: operand ids `[batch]`; returns logits `[batch, d_vocab_out]` in `W_U`'s dtype (the
+    products in `cdt`) and the pre-activations `[batch, width]` (fp32, kept for backward).
+    Backward: `dW_U = h^T g`, `dpre = 2 pre * (g W_U^T)` (the 2 folded into the small `W_U`,
+    exactly), and the lookups' gradients by `index_add` in fp32. Out-of-place accumulation and
+    a generated vmap rule keep it usable under `torch.func.vmap` (vectorised seeds).
     """
 
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(W_L: Tensor, W_R: Tensor, W_U: Tensor, m: Tensor, n: Tensor, cdt: torch.dtype) -> Tensor:  # type: ignore[override]
+    def forward(W_L: Tensor, W_R: Tensor, W_U: Tensor, m: Tensor, n: Tensor,  # type: ignore[override]
+                cdt: torch.dtype) -> tuple[Tensor, Tensor]:
         pre = W_L.index_select(0, m) + W_R.index_select(0, n)  # [batch, width]
         h = pre.square()
-        if cdt == W_U.dtype:
-            return h @ W_U
-        return (h.to(cdt) @ W_U.to(cdt)).to(W_U.dtype)
+        logits = h @ W_U if cdt == W_U.dtype else (h.to(cdt) @ W_U.to(cdt)).to(W_U.dtype)
+        return logits, pre  # `pre` is returned only to be saved for backward (torch.func style)
 
     @staticmethod
     def setup_context(ctx, inputs, output) -> None:  # type: ignore[override]
         W_L, W_R, W_U, m, n, cdt = inputs
-        ctx.save_for_backward(W_L, W_R, W_U, m, n)
-        ctx.cdt = cdt
+        ctx.save_for_backward(W_U, m, n, output[1])
+        ctx.mark_non_differentiable(output[1])
+        ctx.shapes, ctx.cdt = (W_L.shape, W_R.shape), cdt
 
     @staticmethod
-    def backward(ctx, grad: Tensor):  # type: ignore[override]
-        W_L, W_R, W_U, m, n = ctx.saved_tensors
+    def backward(ctx, grad: Tensor, _: Tensor):  # type: ignore[override]
+        W_U, m, n, pre = ctx.saved_tensors
         cdt = ctx.cdt
-        pre = W_L.index_select(0, m) + W_R.index_select(0, n)  # recomputed: cheaper than kept
         h, g, U2 = pre.square().to(cdt), grad.to(cdt), (2 * W_U).to(cdt)
         grad_U = (h.t() @ g).to(W_U.dtype)
         grad_pre = g @ U2.t()  # [batch, width]: 2 * (g W_U^T)
         grad_pre = grad_pre.mul_(pre) if grad_pre.dtype == pre.dtype else grad_pre * pre  # fp32 either way
-        zeros = torch.zeros(W_L.shape, dtype=grad_pre.dtype, device=grad_pre.device)
-        grad_L = zeros.index_add(0, m, grad_pre).to(W_L.dtype)
-        grad_R = zeros.index_add(0, n, grad_pre).to(W_R.dtype)
+        # Out of place: under vmap `grad_pre` is batched while a fresh zeros tensor is not.
+        grad_L = torch.zeros(ctx.shapes[0], dtype=pre.dtype, device=pre.device).index_add(0, m, grad_pre)
+        grad_R = torch.zeros(ctx.shapes[1], dtype=pre.dtype, device=pre.device).index_add(0, n, grad_pre)
         return grad_L, grad_R, grad_U, None, None, None

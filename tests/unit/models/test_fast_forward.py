@@ -141,7 +141,8 @@ def test_compiled_fast_readout_matches_hooked_forward():
 @pytest.mark.parametrize("batch", [8, 16, 64])
 @pytest.mark.parametrize("pos_type", ["standard", "none"])
 def test_prefix_tables_match_hooked_forward_and_gradients(batch, pos_type):
-    cfg = TransformerConfig(n_layers=2, n_heads=2, d_model=24, d_mlp=32, n_ctx=N_CTX, d_vocab=5, d_vocab_out=D_OUT,
+    cfg = TransformerConfig(n_layers=2, n_heads=2, d_model=24, d_mlp=32, n_ctx=N_CTX, d_vocab=5,
+                            d_vocab_out=D_OUT,
                             normalization_type="LN", attention_dir="causal", act_fn="relu",
                             positional_embedding_type=pos_type)
     model = Transformer(cfg, seed=5)

@@ -22,7 +22,9 @@ def _model(seed: int = 0):
 
 def _data(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     gen = torch.Generator().manual_seed(seed)
-    mn = torch.randint(0, P, (BATCH, 2), generator=gen)  # repeated operands: the lookups' gradients accumulate
+    mn = torch.randint(
+        0, P, (BATCH, 2), generator=gen
+    )  # repeated operands: the lookups' gradients accumulate
     tokens = torch.cat([mn, torch.full((BATCH, 1), P)], 1)
     return tokens, F.one_hot((mn[:, 0] + mn[:, 1]) % P, P).float()
 
