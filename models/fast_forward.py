@@ -13,9 +13,16 @@ It is fast because it does only the work a last-position loss needs, and uses ex
   (390 rows for the MPSP presets) from the current weights, differentiably, and gathered. So
   are the attention scores (a `[pos*vocab, pos*vocab, heads]` table of `q . k / sqrt(d_head)`,
   causal mask included) and the value vectors already multiplied by `W_O` (per head). Layer 0's
-  attention is then gathers, a softmax and one tiny batched matmul: no per-example Q/K/V/O
-  matmul. The gathers' backward is a `scatter_add_` (much faster on CPU than the
+  attention is then gathers, a softmax and one tiny batched matmul (`_Mix`, written by hand,
+  as autograd's gather-then-bmm backward costs three extra passes): no per-example Q/K/V/O
+  matmul. The gathers' backward is an fp32 `index_add` (much faster on CPU than the
   `index_put_(accumulate=True)` torch uses for indexing).
+* **Leading positions of a 2-layer causal model work on prefix tables.** Under causal
+  attention layer 0's output at position p depends on tokens 0..p only, so for the positions
+  whose `V**(p+1)` prefixes are well below the batch (MPSP at 16,384: positions 0 and 1,
+  4,225 prefixes) layer 0, its MLP and the last layer's `ln1` run once per prefix and are
+  gathered: layer 0's MLP, the step's bulk, runs on 4 x 16,384 + 8,450 rows instead of
+  6 x 16,384.
 * **The last layer works at the readout position only.** Only its query, attention row, MLP,
   `ln_final` and unembedding at the last position matter. Its keys and values are never
   formed: `score[p] = (W_K q) . ln1(x_p) + q . b_K` and, since the attention pattern sums to 1,
@@ -23,13 +30,15 @@ It is fast because it does only the work a last-position loss needs, and uses ex
 * Earlier layers (those of 3+ layer models between the first and the last) run in full, with
   one fused QKV matmul.
 
-So a 1-layer model is gathers plus attention at one query position; a 2-layer model adds
-layer 0's MLP at every position (its bulk) and two small batched matmuls.
+So a 1-layer model is gathers plus attention at one query position (an `embedding_bag`); a
+2-layer model adds layer 0's MLP at the positions after the prefix tables (its bulk) and two
+small batched matmuls.
 
 **Mixed precision.** Under `torch.autocast(device_type, dtype=torch.bfloat16)` the large
 matmuls and the gathered tables that feed them run in bfloat16; the tables themselves, the
-attention scores and softmax, the residual stream, LayerNorms and the logits stay in fp32, and
-the gathers accumulate their gradients in fp32. (The autocast region is honoured by hand: the
+attention scores and softmax, the residual stream, LayerNorms, the last layer's two tiny
+per-example products and the logits stay in fp32, and the gathers accumulate their gradients
+in fp32. (The autocast region is honoured by hand: the
 function disables autocast inside and casts explicitly.)
 
 `compiled_fast_readout(model)` wraps it in `torch.compile`; see `benchmarks/train_step.py` for
@@ -292,10 +301,11 @@ def _last_attention(block: nn.Module, x: Tensor, resid_last: Tensor, cdt: torch.
     # cost a zero-filled [batch, pos, d_model] gradient.
     x_last = _ln(block.ln1, resid_last)
     q = torch.addmm(attn.b_Q.reshape(-1), x_last, _heads_to_matrix(attn.W_Q)) / attn.attn_scale
-    qk = q @ torch.block_diag(*attn.W_K.transpose(1, 2))  # [batch, H * D]: W_K,h q_h side by side
+    # W_K,h q_h per head: [H, batch, D] (a block-diagonal matmul would do H times the work)
+    qk = torch.bmm(q.view(batch, H, dh).transpose(0, 1), attn.W_K.transpose(1, 2))
     q_bias = (q.view(batch, H, dh) * attn.b_K).sum(-1)  # [batch, H]
-    scores = torch.baddbmm(q_bias.unsqueeze(1), x, qk.view(batch, H, D).transpose(1, 2))
-    pattern = F.softmax(scores, dim=1)  # [batch, key pos, head]
+    scores = torch.baddbmm(q_bias.unsqueeze(1), x, qk.permute(1, 2, 0))  # [batch, key pos, head]
+    pattern = F.softmax(scores, dim=1)
     mixed = torch.bmm(pattern.transpose(1, 2), x)  # [batch, H, D]
     ov = torch.bmm(attn.W_V, attn.W_O).reshape(H * D, D)
     const = attn.b_V.reshape(-1) @ attn.W_O.reshape(H * dh, D) + attn.b_O

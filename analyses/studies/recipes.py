@@ -13,6 +13,7 @@ from interp.sweep.specs import RunSpec
 from interp.errors import ConfigError
 from interp.training import TrainConfig, train
 from models import build_model
+from models.fast_forward import keep_freed_memory
 from tasks import task_from_dict
 
 
@@ -22,6 +23,7 @@ def train_spec(spec: RunSpec, *, device: str = "cpu", progress: bool = False) ->
     Returns:
         The run summary (as written to `DONE`).
     """
+    keep_freed_memory()  # the step reuses its large buffers instead of page-faulting them in
     where = str(spec.out / "config.json")
     config = from_dict(TrainConfig, spec.train, where=where)
     task = task_from_dict(spec.task, where=where)
@@ -43,6 +45,7 @@ def train_specs_vectorized(specs: list[RunSpec], *, device: str = "cpu", progres
         if spec.task != specs[0].task:
             raise ConfigError(f"vectorised runs must share one task; {spec.out} and {specs[0].out} differ",
                               "train them as separate groups")
+    keep_freed_memory()
     where = [str(spec.out / "config.json") for spec in specs]
     configs = [from_dict(TrainConfig, spec.train, where=w) for spec, w in zip(specs, where)]
     task = task_from_dict(specs[0].task, where=where[0])
