@@ -1,7 +1,7 @@
-"""Time one full-batch training step of the MPSP presets, five ways.
+"""Time one full-batch training step of the MPSP presets against TransformerLens and this CPU's limit.
 
 Run: `.venv/bin/python benchmarks/train_step.py [--quick] [--presets mpsp-1l1h mpsp-2l2h]
-[--batch 16384] [--no-compile] [--threads 2]`.
+[--batch 16384] [--threads 2] [--compile] [--default-malloc]`.
 
 A step is: forward, cross-entropy at the last position, backward, AdamW(lr 1e-3, betas
 (0.9, 0.98), weight decay 0.1) step, on a batch of random tokens (study A's training set is
@@ -12,23 +12,34 @@ A step is: forward, cross-entropy at the last position, backward, AdamW(lr 1e-3,
   (b) our hooked `Transformer`, `model(tokens)[:, -1]`;
   (c) `fast_readout`, fp32;
   (d) `fast_readout` under `torch.autocast("cpu", dtype=torch.bfloat16)`;
-  (e) `compiled_fast_readout` (torch.compile), fp32 and bf16.
+  (e) with `--compile`: `compiled_fast_readout` (torch.compile), fp32 and bf16.
 
-Each is timed as the median of N steps after warm-up steps, first with glibc's default malloc
-and then after `models.fast_forward.keep_freed_memory()` (process-wide, so it comes second).
+Every variant runs in one process after `models.fast_forward.keep_freed_memory()` (the same
+allocator help for TransformerLens as for ours); `--default-malloc` first repeats them with
+glibc's default malloc. Each time is the median of N steps after warm-up steps.
 
-FLOP convention: "model GFLOP/s" divides the *dense* work of the TransformerLens computation by
-the measured time, for every variant alike: 3 x (forward matmul FLOPs of the hooked model at
-every position: Q, K, V, O, attention scores and pattern @ V over all (query, key) pairs, MLP
-in and out, unembedding; 2 FLOPs per multiply-add). So a variant that skips work shows a higher
-"model" rate than the arithmetic it actually does. The peak is measured here: the median time of
-a 2048 x 2048 x 2048 matmul in fp32 and in bf16 on the same threads (best of 8).
+Rates, two kinds:
+
+* "model GFLOP/s" divides the *dense* work of the TransformerLens computation (3 x its forward
+  matmul FLOPs at every position, 2 FLOPs per multiply-add) by the time, for every variant
+  alike: a variant that skips work shows a higher "model" rate than the arithmetic it does;
+* "done GFLOP/s" divides the matmul FLOPs the fast path actually performs (counted with
+  `torch.utils.flop_counter` on one forward + backward) by its time, against the matmul peak
+  of the dtype it runs in: how close the step is to this machine's limit.
+
+The peaks are measured here (best of 8 `2048^3` matmuls in fp32 and in bf16 on the same
+threads), and the CPU's bf16 path is detected (AMX, AVX512-BF16 or none) from the flags in
+/proc/cpuinfo and from the kernel oneDNN picks for a bf16 matmul (`ONEDNN_VERBOSE`).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
+import re
 import statistics
+import subprocess
 import sys
 import time
 import warnings
@@ -37,6 +48,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -44,6 +56,8 @@ from models.config import TransformerConfig  # noqa: E402
 from models.fast_forward import compiled_fast_readout, fast_readout, keep_freed_memory  # noqa: E402
 from models.presets import preset_config  # noqa: E402
 from models.transformer import Transformer  # noqa: E402
+
+TARGETS = {"mpsp-1l1h": 25.0, "mpsp-2l2h": 8.0}  # issue 13: fast vs HookedTransformer, best dtype
 
 
 class _Dims:
@@ -69,6 +83,14 @@ def model_flops(cfg: TransformerConfig, batch: int) -> float:
     return 3.0 * forward
 
 
+def done_flops(model: Transformer, tokens: torch.Tensor, labels: torch.Tensor) -> float:
+    """Matmul FLOPs (mm, addmm, bmm, baddbmm) of one forward + backward of `fast_readout`."""
+    with FlopCounterMode(display=False) as counter:
+        F.cross_entropy(fast_readout(model, tokens), labels).backward()
+    model.zero_grad(set_to_none=True)
+    return float(counter.get_total_flops())
+
+
 def matmul_peak(dtype: torch.dtype, n: int = 2048, repeats: int = 8) -> float:
     """FLOP/s of an n x n x n matmul in `dtype` (best of `repeats`, after 2 warm-ups)."""
     a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
@@ -80,6 +102,34 @@ def matmul_peak(dtype: torch.dtype, n: int = 2048, repeats: int = 8) -> float:
         a @ b
         times.append(time.perf_counter() - t0)
     return 2 * n**3 / min(times)
+
+
+def bf16_path() -> str:
+    """Which bf16 matmul path this CPU has: 'AMX', 'AVX512-BF16' or 'none', with the evidence."""
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+        flags = set(re.search(r"^flags\s*:(.*)$", cpuinfo, re.MULTILINE).group(1).split())
+    except (OSError, AttributeError):
+        flags = set()
+    path = "AMX" if "amx_bf16" in flags else "AVX512-BF16" if "avx512_bf16" in flags else "none"
+    probe = "import torch; a = torch.randn(512, 512).bfloat16(); a @ a"
+    try:  # oneDNN prints the kernel it runs, e.g. brg_matmul:avx512_core_amx / avx512_core_bf16
+        out = subprocess.run(
+            [sys.executable, "-c", probe],
+            env={**os.environ, "ONEDNN_VERBOSE": "1"},
+            capture_output=True,
+            check=False,
+            text=True,
+            timeout=120,
+        ).stdout
+        kernels = sorted(set(re.findall(r",matmul,([^,]+),", out)))
+    except (OSError, subprocess.SubprocessError):
+        kernels = []
+    return (
+        f"{path} (cpuinfo flags: {'amx_bf16' if 'amx_bf16' in flags else '-'} "
+        f"{'avx512_bf16' if 'avx512_bf16' in flags else '-'}; "
+        f"oneDNN bf16 matmul: {', '.join(kernels) or 'n/a'})"
+    )
 
 
 def time_steps(
@@ -112,6 +162,106 @@ def time_steps(
     return statistics.median(times) if times else float("nan")
 
 
+def _variants(
+    name: str, models: dict, compiled: dict, use_compile: bool
+) -> list[tuple[str, Callable, list, bool]]:
+    tl, ours = models[name]
+    out = [
+        ("(a) HookedTransformer [:, -1]", lambda t, m=tl: m(t)[:, -1], list(tl.parameters()), False),
+        ("(b) ours, hooked forward", lambda t, m=ours: m(t)[:, -1], list(ours.parameters()), False),
+        ("(c) fast_readout fp32", lambda t, m=ours: fast_readout(m, t), list(ours.parameters()), False),
+        ("(d) fast_readout bf16", lambda t, m=ours: fast_readout(m, t), list(ours.parameters()), True),
+    ]
+    if use_compile:
+        compiled.setdefault(name, compiled_fast_readout(ours))
+        out += [
+            ("(e) compiled fp32", compiled[name], list(ours.parameters()), False),
+            ("(e) compiled bf16", compiled[name], list(ours.parameters()), True),
+        ]
+    return out
+
+
+def run_pass(allocator: str, args, models: dict, compiled: dict, peaks: dict, rows: list) -> None:
+    """Time every variant of every preset under the current allocator; append result rows."""
+    warmup, repeats = (1, 3) if args.quick else (3, 10)
+    gen = torch.Generator().manual_seed(0)
+    for name in args.presets:
+        ours = models[name][1]
+        tokens = torch.randint(0, ours.cfg.d_vocab, (args.batch, ours.cfg.n_ctx), generator=gen)
+        labels = torch.randint(0, ours.cfg.d_vocab_out, (args.batch,), generator=gen)
+        flops, done = model_flops(ours.cfg, args.batch), done_flops(ours, tokens, labels)
+        base = None
+        for label, readout, params, autocast in _variants(name, models, compiled, args.compile):
+            if label.startswith("(e)"):
+                t0 = time.perf_counter()
+                time_steps(readout, params, tokens, labels, autocast=autocast, warmup=1, repeats=0)
+                print(f"  {name} {label}: compile + first step {time.perf_counter() - t0:.1f} s")
+            sec = time_steps(
+                readout, params, tokens, labels, autocast=autocast, warmup=warmup, repeats=repeats
+            )
+            base = base or sec
+            dtype = "bf16" if autocast else "fp32"
+            fast = label[:3] in ("(c)", "(d)", "(e)")
+            row = (
+                allocator,
+                name,
+                label,
+                sec,
+                base / sec,
+                flops / sec / 1e9,
+                done / sec / 1e9 if fast else float("nan"),
+                dtype,
+            )
+            rows.append(row)
+            print(
+                f"  {allocator:17s} {name:10s} {label:30s} {sec:7.3f} s  x{base / sec:5.2f}  "
+                f"{row[5]:6.1f} model GFLOP/s"
+                + (
+                    f"  {row[6]:6.1f} done GFLOP/s ({100 * row[6] * 1e9 / peaks[dtype]:.0f}% of {dtype} peak)"
+                    if fast
+                    else ""
+                ),
+                flush=True,
+            )
+        print(
+            f"  {name}: the fast path does {done / 1e9:.2f} GFLOP of matmuls per step "
+            f"(TransformerLens-equivalent dense work: {flops / 1e9:.2f} GFLOP)"
+        )
+
+
+def print_tables(rows: list, peaks: dict) -> None:
+    """The Markdown table of every row, then the verdict per preset against the issue's target."""
+    print()
+    print(
+        "| allocator | preset | variant | s / step | vs HookedTransformer | model GFLOP/s | done GFLOP/s "
+        "| done / matmul peak of its dtype |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for allocator, name, label, sec, ratio, model_rate, done_rate, dtype in rows:
+        share = "-" if math.isnan(done_rate) else f"{100 * done_rate * 1e9 / peaks[dtype]:.0f}% ({dtype})"
+        done = "-" if math.isnan(done_rate) else f"{done_rate:.1f}"
+        print(
+            f"| {allocator} | {name} | {label} | {sec:.3f} | {ratio:.2f}x | {model_rate:.1f} | {done} "
+            f"| {share} |"
+        )
+    print()
+    for name in dict.fromkeys(r[1] for r in rows):
+        last = rows[-1][0]  # the allocator of the last pass (keep_freed_memory where available)
+        mine = [r for r in rows if r[1] == name and r[0] == last and r[2][:3] in ("(c)", "(d)", "(e)")]
+        if mine:
+            best = max(mine, key=lambda r: r[4])
+            target = TARGETS.get(name)
+            verdict = (
+                ""
+                if target is None
+                else f" (target >= {target:g}x: {'met' if best[4] >= target else 'NOT met'})"
+            )
+            print(
+                f"{name}: best fast variant {best[2]} at {best[4]:.2f}x HookedTransformer, "
+                f"same allocator{verdict}"
+            )
+
+
 def main() -> None:
     """Parse the options, time every variant against HookedTransformer, print the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -119,93 +269,42 @@ def main() -> None:
     parser.add_argument("--presets", nargs="+", default=["mpsp-1l1h", "mpsp-2l2h"])
     parser.add_argument("--batch", type=int, default=16384)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile variants")
+    parser.add_argument("--compile", action="store_true", help="also time the torch.compile variants")
+    parser.add_argument(
+        "--default-malloc", action="store_true", help="first time everything with glibc's defaults"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")  # TransformerLens 3.x's deprecation warning for HookedTransformer
-    warmup, repeats = (1, 3) if args.quick else (3, 10)
 
     from transformer_lens import HookedTransformer
 
     from models.convert import to_transformer_lens_config
 
-    peak32, peak16 = matmul_peak(torch.float32), matmul_peak(torch.bfloat16)
+    peaks = {"fp32": matmul_peak(torch.float32), "bf16": matmul_peak(torch.bfloat16)}
     print(
         f"torch {torch.__version__}, {args.threads} threads, batch {args.batch}, "
-        f"median of {repeats} steps after {warmup} warm-up"
+        f"median of {3 if args.quick else 10} steps after {1 if args.quick else 3} warm-up"
     )
-    print(f"matmul peak (2048^3): fp32 {peak32 / 1e9:.0f} GFLOP/s, bf16 {peak16 / 1e9:.0f} GFLOP/s")
-    task = _task()
-    gen = torch.Generator().manual_seed(0)
-
-    rows: list[tuple[str, str, str, float, float, float]] = []
-    compiled: dict[str, Callable] = {}
-    models: dict[str, tuple[torch.nn.Module, Transformer]] = {}
-    for allocator in ("glibc default", "keep_freed_memory"):
-        if allocator == "keep_freed_memory" and not keep_freed_memory():
-            print("mallopt unavailable: skipping the keep_freed_memory rows")
-            break
-        for name in args.presets:
-            cfg = preset_config(name, task)
-            tokens = torch.randint(0, cfg.d_vocab, (args.batch, cfg.n_ctx), generator=gen)
-            labels = torch.randint(0, cfg.d_vocab_out, (args.batch,), generator=gen)
-            flops = model_flops(cfg, args.batch)
-            if name not in models:  # the same models (and compiled code) in both allocator passes
-                models[name] = (HookedTransformer(to_transformer_lens_config(cfg)), Transformer(cfg, seed=0))
-            tl, ours = models[name]
-            variants: list[tuple[str, Callable, list, bool]] = [
-                ("(a) HookedTransformer [:, -1]", lambda t, m=tl: m(t)[:, -1], list(tl.parameters()), False),
-                ("(b) ours, hooked forward", lambda t, m=ours: m(t)[:, -1], list(ours.parameters()), False),
-                (
-                    "(c) fast_readout fp32",
-                    lambda t, m=ours: fast_readout(m, t),
-                    list(ours.parameters()),
-                    False,
-                ),
-                (
-                    "(d) fast_readout bf16",
-                    lambda t, m=ours: fast_readout(m, t),
-                    list(ours.parameters()),
-                    True,
-                ),
-            ]
-            if not args.no_compile:
-                if name not in compiled:
-                    compiled[name] = compiled_fast_readout(ours)
-                variants += [
-                    ("(e) compiled fp32", compiled[name], list(ours.parameters()), False),
-                    ("(e) compiled bf16", compiled[name], list(ours.parameters()), True),
-                ]
-            base = None
-            for label, readout, params, autocast in variants:
-                if label.startswith("(e)"):
-                    t0 = time.perf_counter()
-                    time_steps(readout, params, tokens, labels, autocast=autocast, warmup=1, repeats=0)
-                    print(f"  {name} {label}: compile + first step {time.perf_counter() - t0:.1f} s")
-                sec = time_steps(
-                    readout, params, tokens, labels, autocast=autocast, warmup=warmup, repeats=repeats
-                )
-                base = base or sec
-                peak = peak16 if autocast else peak32
-                rows.append((allocator, name, label, sec, base / sec, flops / sec / 1e9))
-                print(
-                    f"  {allocator:17s} {name:10s} {label:30s} {sec:7.3f} s  x{base / sec:5.2f}  "
-                    f"{flops / sec / 1e9:6.1f} model GFLOP/s ({100 * flops / sec / peak:.0f}% of peak)",
-                    flush=True,
-                )
-
-    print()
     print(
-        "| allocator | preset | variant | s / step | vs HookedTransformer | model GFLOP/s "
-        "| model rate / matmul peak (>100%: work skipped) |"
+        f"matmul peak (2048^3): fp32 {peaks['fp32'] / 1e9:.0f} GFLOP/s, "
+        f"bf16 {peaks['bf16'] / 1e9:.0f} GFLOP/s"
     )
-    print("|---|---|---|---|---|---|---|")
-    for allocator, name, label, sec, ratio, gflops in rows:
-        peak = peak16 if "bf16" in label else peak32
-        print(
-            f"| {allocator} | {name} | {label} | {sec:.3f} | {ratio:.2f}x | {gflops:.1f} | "
-            f"{100 * gflops * 1e9 / peak:.0f}% ({'bf16' if 'bf16' in label else 'fp32'}) |"
-        )
+    print(f"bf16 path: {bf16_path()}")
+    task = _task()
+    models = {}
+    for name in args.presets:  # the same models (and compiled code) in every pass
+        cfg = preset_config(name, task)
+        models[name] = (HookedTransformer(to_transformer_lens_config(cfg)), Transformer(cfg, seed=0))
+    rows: list = []
+    compiled: dict = {}
+    if args.default_malloc:
+        run_pass("glibc default", args, models, compiled, peaks, rows)
+    helped = keep_freed_memory()
+    if not helped:
+        print("mallopt unavailable: every variant runs with glibc's default malloc")
+    run_pass("keep_freed_memory" if helped else "glibc default", args, models, compiled, peaks, rows)
+    print_tables(rows, peaks)
 
 
 if __name__ == "__main__":

@@ -13,9 +13,16 @@ It is fast because it does only the work a last-position loss needs, and uses ex
   (390 rows for the MPSP presets) from the current weights, differentiably, and gathered. So
   are the attention scores (a `[pos*vocab, pos*vocab, heads]` table of `q . k / sqrt(d_head)`,
   causal mask included) and the value vectors already multiplied by `W_O` (per head). Layer 0's
-  attention is then gathers, a softmax and one tiny batched matmul: no per-example Q/K/V/O
-  matmul. The gathers' backward is a `scatter_add_` (much faster on CPU than the
+  attention is then gathers, a softmax and one tiny batched matmul (`_Mix`, written by hand,
+  as autograd's gather-then-bmm backward costs three extra passes): no per-example Q/K/V/O
+  matmul. The gathers' backward is an fp32 `index_add` (much faster on CPU than the
   `index_put_(accumulate=True)` torch uses for indexing).
+* **Leading positions of a 2-layer causal model work on prefix tables.** Under causal
+  attention layer 0's output at position p depends on tokens 0..p only, so for the positions
+  whose `V**(p+1)` prefixes are well below the batch (MPSP at 16,384: positions 0 and 1,
+  4,225 prefixes) layer 0, its MLP and the last layer's `ln1` run once per prefix and are
+  gathered: layer 0's MLP, the step's bulk, runs on 4 x 16,384 + 8,450 rows instead of
+  6 x 16,384.
 * **The last layer works at the readout position only.** Only its query, attention row, MLP,
   `ln_final` and unembedding at the last position matter. Its keys and values are never
   formed: `score[p] = (W_K q) . ln1(x_p) + q . b_K` and, since the attention pattern sums to 1,
@@ -23,13 +30,15 @@ It is fast because it does only the work a last-position loss needs, and uses ex
 * Earlier layers (those of 3+ layer models between the first and the last) run in full, with
   one fused QKV matmul.
 
-So a 1-layer model is gathers plus attention at one query position; a 2-layer model adds
-layer 0's MLP at every position (its bulk) and two small batched matmuls.
+So a 1-layer model is gathers plus attention at one query position (an `embedding_bag`); a
+2-layer model adds layer 0's MLP at the positions after the prefix tables (its bulk) and two
+small batched matmuls.
 
 **Mixed precision.** Under `torch.autocast(device_type, dtype=torch.bfloat16)` the large
 matmuls and the gathered tables that feed them run in bfloat16; the tables themselves, the
-attention scores and softmax, the residual stream, LayerNorms and the logits stay in fp32, and
-the gathers accumulate their gradients in fp32. (The autocast region is honoured by hand: the
+attention scores and softmax, the residual stream, LayerNorms, the last layer's two tiny
+per-example products and the logits stay in fp32, and the gathers accumulate their gradients
+in fp32. (The autocast region is honoured by hand: the
 function disables autocast inside and casts explicitly.)
 
 `compiled_fast_readout(model)` wraps it in `torch.compile`; see `benchmarks/train_step.py` for
@@ -40,6 +49,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -51,7 +61,7 @@ __all__ = ["compiled_fast_readout", "fast_readout", "keep_freed_memory"]
 
 
 class _Gather(torch.autograd.Function):
-    """`table[index]` (rows), optionally cast to `dtype`; backward by `scatter_add` in fp32.
+    """`table[index]` (rows), optionally cast to `dtype`; backward by `index_add` in fp32.
 
     Written in the `torch.func` style (`setup_context`, generated vmap rule) so that
     `interp.training.vectorized` can `vmap` the whole forward over stacked seeds.
@@ -76,15 +86,93 @@ class _Gather(torch.autograd.Function):
         (index,) = ctx.saved_tensors
         rows, cols = ctx.table_shape
         acc = torch.promote_types(ctx.table_dtype, torch.float32)  # never accumulate in bf16
-        grad = grad.reshape(-1, cols).to(acc)
+        # Contiguous rows: a strided gradient (e.g. a slice of `torch.cat`'s) makes the
+        # accumulation several times slower.
+        grad = grad.reshape(-1, cols).to(acc).contiguous()
         # Out of place: under vmap `grad` is batched while a fresh zeros tensor is not.
-        out = torch.zeros(rows, cols, dtype=acc, device=grad.device)
-        out = out.scatter_add(0, index.reshape(-1, 1).expand(-1, cols), grad)
+        out = torch.zeros(rows, cols, dtype=acc, device=grad.device).index_add(0, index.reshape(-1), grad)
         return out.to(ctx.table_dtype), None, None
 
 
 def _gather(table: Tensor, index: Tensor, dtype: torch.dtype) -> Tensor:
     return _Gather.apply(table, index, dtype)
+
+
+class _Mix(torch.autograd.Function):
+    """Layer 0's attention output from the `ov` table: `resid + pattern @ ov_table[idx]`.
+
+    `table [pos * vocab, heads * d_model]`, `idx [batch, pos]` (table rows of the keys),
+    `pattern [batch, S, pos * heads]` (columns (key, head)), `resid [batch, S, d_model]`;
+    returns `[batch, S, d_model]` in `resid`'s dtype. The products run in `cdt`, the table's
+    gradient is accumulated in fp32 by `index_add`.
+
+    Written by hand because autograd's version of gather-then-bmm is slow on CPU: its
+    gradient of the gathered rows arrives transposed, so it is copied, cast and scattered in
+    three passes over a `[batch * pos, heads * d_model]` tensor. Here the products are laid
+    out contiguously, and a single query position (`S == 1`, the 1-layer models) uses
+    `embedding_bag` (gather and weighted sum in one pass, ~8x faster than the bmm of 1-row
+    matrices) and outer products. `embedding_bag` has no vmap batching rule: under
+    `torch.func.vmap` (vectorised seeds) torch loops over the seeds for it, which keeps each
+    seed's arithmetic that of its own run.
+    """
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(
+        table: Tensor,
+        idx: Tensor,
+        pattern: Tensor,
+        resid: Tensor,  # type: ignore[override]
+        cdt: torch.dtype,
+    ) -> Tensor:
+        batch, S, D = resid.shape
+        if S == 1:
+            heads = pattern.shape[-1] // idx.shape[1]
+            rows = (idx.unsqueeze(-1) * heads + torch.arange(heads, device=idx.device)).view(batch, -1)
+            with warnings.catch_warnings():  # vmap's "performance drop" notice: the loop is intended
+                warnings.filterwarnings("ignore", message="There is a performance drop")
+                mixed = F.embedding_bag(
+                    rows, table.view(-1, D), per_sample_weights=pattern.view(batch, -1), mode="sum"
+                )
+            return resid + mixed.view(batch, 1, D).to(resid.dtype)
+        ov = _rows(table, idx, cdt, D)
+        if cdt == resid.dtype:
+            return torch.baddbmm(resid, pattern, ov)
+        return resid + torch.bmm(pattern.to(cdt), ov)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:  # type: ignore[override]
+        table, idx, pattern, _, cdt = inputs
+        ctx.save_for_backward(table, idx, pattern)
+        ctx.cdt = cdt
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):  # type: ignore[override]
+        table, idx, pattern = ctx.saved_tensors
+        batch, S, D = grad.shape
+        if S == 1:  # outer products and row dots: no matmul of 1-row matrices
+            ov = _rows(table, idx, table.dtype, D)  # [batch, J, D]
+            g = grad.view(batch, 1, D)
+            grad_pattern = (ov * g).sum(-1).view(batch, 1, -1)
+            inner = pattern.view(batch, -1, 1) * g  # [batch, J, D]
+        else:
+            cdt = ctx.cdt
+            ov, g = _rows(table, idx, cdt, D), grad.to(cdt)
+            grad_pattern = torch.bmm(g, ov.transpose(1, 2)).to(pattern.dtype)
+            inner = torch.bmm(pattern.to(cdt).transpose(1, 2).contiguous(), g)  # [batch, J, D]
+        acc = torch.promote_types(table.dtype, torch.float32)  # never accumulate in bf16
+        src = inner.reshape(-1, table.shape[1]).to(acc)
+        # Out of place: under vmap `src` is batched while a fresh zeros tensor is not.
+        grad_table = torch.zeros(table.shape, dtype=acc, device=table.device)
+        grad_table = grad_table.index_add(0, idx.reshape(-1), src)
+        return grad_table.to(table.dtype), None, grad_pattern, grad, None
+
+
+def _rows(table: Tensor, idx: Tensor, dtype: torch.dtype, d: int) -> Tensor:
+    """`table[idx]` in `dtype`, viewed as `[batch, pos * heads, d]`."""
+    src = table if table.dtype == dtype else table.to(dtype)
+    return src.index_select(0, idx.reshape(-1)).view(idx.shape[0], -1, d)
 
 
 def _ln(module: nn.Module, x: Tensor) -> Tensor:
@@ -113,14 +201,14 @@ def _mlp(block: nn.Module, resid: Tensor, cdt: torch.dtype) -> Tensor:
     return resid + torch.addmm(mlp.b_out.to(cdt), post, mlp.W_out.to(cdt))
 
 
-def _layer0(model: nn.Module, tokens: Tensor, cdt: torch.dtype, only_last: bool) -> Tensor:
-    """Layer 0's attention block from tables: resid_mid at every position `[batch, pos,
-    d_model]`, or at the last position only `[batch, d_model]` when `only_last`.
+def _layer0(model: nn.Module, tokens: Tensor, cdt: torch.dtype, first: int) -> Tensor:
+    """Layer 0's attention block from tables: resid_mid `[batch, pos - first, d_model]` at the
+    query positions `first..pos-1` (keys at every position).
     """
     cfg = model.cfg
     batch, n_pos = tokens.shape
     V, D, H, dh = cfg.d_vocab, cfg.d_model, cfg.n_heads, cfg.d_head
-    PV = n_pos * V
+    PV, S = n_pos * V, n_pos - first
     block = model.blocks[0]
     attn = block.attn
     dev = tokens.device
@@ -132,35 +220,56 @@ def _layer0(model: nn.Module, tokens: Tensor, cdt: torch.dtype, only_last: bool)
     else:
         X = W_E.repeat(n_pos, 1)
     xn = _ln(block.ln1, X)
-    q_rows = xn[(n_pos - 1) * V :] if only_last else xn
-    q = torch.addmm(attn.b_Q.reshape(-1), q_rows, _heads_to_matrix(attn.W_Q))
+    q = torch.addmm(attn.b_Q.reshape(-1), xn[first * V :], _heads_to_matrix(attn.W_Q))
     k = torch.addmm(attn.b_K.reshape(-1), xn, _heads_to_matrix(attn.W_K))
     v = torch.addmm(attn.b_V.reshape(-1), xn, _heads_to_matrix(attn.W_V))
     n_q = q.shape[0]
-    scores = (
-        torch.bmm(q.view(n_q, H, dh).transpose(0, 1), k.view(PV, H, dh).permute(1, 2, 0)) / attn.attn_scale
-    )
-    if cfg.attention_dir == "causal" and not only_last:
-        pos = torch.arange(PV, device=dev) // V
-        scores = scores.masked_fill(pos[None, :, None] < pos[None, None, :], float("-inf"))
+    scores = torch.bmm(q.view(n_q, H, dh).transpose(0, 1), k.view(PV, H, dh).permute(1, 2, 0))
+    scores = scores / attn.attn_scale
+    if cfg.attention_dir == "causal" and S > 1:  # (the last query sees every key)
+        q_pos = torch.arange(n_q, device=dev) // V + first
+        k_pos = torch.arange(PV, device=dev) // V
+        scores = scores.masked_fill(k_pos[None, None, :] > q_pos[None, :, None], float("-inf"))
     score_table = scores.permute(1, 2, 0).reshape(-1, 1)  # row (q_row * PV + k_row) * H + h
     ov_table = torch.bmm(v.view(PV, H, dh).transpose(0, 1), attn.W_O).transpose(0, 1).reshape(PV, H * D)
     resid_table = X + attn.b_O
 
     idx = tokens + torch.arange(n_pos, device=dev) * V  # [batch, pos] table rows
+    q_idx = idx[:, first:] - first * V  # [batch, S] query rows
     heads = torch.arange(H, device=dev)
-    ov = _gather(ov_table, idx, cdt).view(batch, n_pos * H, D)  # [batch, (key pos, head), d_model]
-    if only_last:
-        rows = ((tokens[:, -1:] * PV + idx) * H).unsqueeze(-1) + heads  # [batch, key, head]
-        pattern = F.softmax(_gather(score_table, rows, X.dtype).view(batch, n_pos, H), dim=1)
-        out = torch.bmm(pattern.view(batch, 1, n_pos * H).to(cdt), ov).view(batch, D)
-        return _gather(resid_table, idx[:, -1], X.dtype) + out
-    rows = ((idx.unsqueeze(2) * PV + idx.unsqueeze(1)) * H).unsqueeze(-1) + heads  # [batch, q, k, head]
-    pattern = F.softmax(_gather(score_table, rows, X.dtype).view(batch, n_pos, n_pos, H), dim=2)
-    resid = _gather(resid_table, idx, X.dtype)
-    if cdt == X.dtype:
-        return torch.baddbmm(resid, pattern.view(batch, n_pos, n_pos * H), ov)
-    return resid + torch.bmm(pattern.view(batch, n_pos, n_pos * H).to(cdt), ov)
+    rows = ((q_idx.unsqueeze(2) * PV + idx.unsqueeze(1)) * H).unsqueeze(-1) + heads  # [batch, S, key, head]
+    pattern = F.softmax(_gather(score_table, rows, X.dtype).view(batch, S, n_pos, H), dim=2)
+    resid = _gather(resid_table, idx[:, first:], X.dtype)
+    return _Mix.apply(ov_table, idx, pattern.view(batch, S, n_pos * H), resid, cdt)
+
+
+def _prefix_len(cfg, batch: int, n_pos: int) -> int:
+    """How many leading positions a 2-layer causal model computes as tables over every token prefix.
+
+    Under causal attention the residual stream at position p depends on tokens 0..p only, so
+    for the `V**n` prefixes of length n it can be computed once per call instead of once per
+    example: it pays while `V**n` is well below the batch (the MPSP presets at batch 16,384:
+    positions 0 and 1, i.e. 4,225 prefixes instead of 2 x 16,384 rows of layer 0 and its MLP).
+    The last position always stays per example.
+    """
+    if cfg.attention_dir != "causal" or cfg.n_layers != 2:
+        return 0
+    n = 0
+    while n + 1 < n_pos and 2 * cfg.d_vocab ** (n + 1) <= batch:
+        n += 1
+    return n
+
+
+def _prefix_keys(model: nn.Module, tokens: Tensor, cdt: torch.dtype, n: int) -> Tensor:
+    """`ln1` of the last block on layer 0's output at positions `0..n-1`, `[batch, n, d_model]`,
+    computed on the table of all `V**n` prefixes and gathered (see `_prefix_len`).
+    """
+    V, D = model.cfg.d_vocab, model.cfg.d_model
+    weights = V ** torch.arange(n - 1, -1, -1, device=tokens.device)  # prefix -> its table row
+    prefixes = torch.arange(V**n, device=tokens.device).unsqueeze(1) // weights % V  # [V**n, n]
+    resid = _mlp(model.blocks[0], _layer0(model, prefixes, cdt, 0).reshape(-1, D), cdt)
+    table = _ln(model.blocks[-1].ln1, resid).view(V**n, n * D)
+    return _gather(table, (tokens[:, :n] * weights).sum(1), table.dtype).view(len(tokens), n, D)
 
 
 def _full_block(block: nn.Module, resid: Tensor, causal: bool, cdt: torch.dtype) -> Tensor:
@@ -183,27 +292,34 @@ def _full_block(block: nn.Module, resid: Tensor, causal: bool, cdt: torch.dtype)
     return _mlp(block, resid_mid, cdt).view(batch, n_pos, D)
 
 
-def _last_attention(block: nn.Module, resid: Tensor, cdt: torch.dtype) -> Tensor:
+def _last_attention(block: nn.Module, x: Tensor, resid_last: Tensor, cdt: torch.dtype) -> Tensor:
     """The last layer's resid_mid at the last position, `[batch, d_model]`, without keys or values.
 
-    The last query sees every key (causal or not). With `x = ln1(resid)`:
+    `x = ln1(resid) [batch, pos, d_model]` at every position, `resid_last [batch, d_model]`.
+    The last query sees every key (causal or not):
     `score_h[p] = (x_p . (W_K,h q_h) + q_h . b_K,h) / sqrt(d_head)` and, as each pattern row sums
     to 1, `attn_out = sum_h (sum_p pattern_h[p] x_p) W_V,h W_O,h + sum_h b_V,h W_O,h + b_O`.
+    The two batched products over positions are tiny (`heads` columns): they stay in fp32, as
+    casting `x` to bf16 and its gradient back would cost more than they do.
     """
     attn = block.attn
-    batch, n_pos, D = resid.shape
+    batch, _, D = x.shape
     H, _, dh = attn.W_Q.shape
-    x = _ln(block.ln1, resid)
-    xc = x if cdt == x.dtype else x.to(cdt)
-    q = torch.addmm(attn.b_Q.reshape(-1), x[:, -1], _heads_to_matrix(attn.W_Q)) / attn.attn_scale
-    qk = q @ torch.block_diag(*attn.W_K.transpose(1, 2))  # [batch, H * D]: W_K,h q_h side by side
+    # The query from its own ln1 (a [batch, d_model] recomputation): selecting x[:, -1] would
+    # cost a zero-filled [batch, pos, d_model] gradient.
+    x_last = _ln(block.ln1, resid_last)
+    q = torch.addmm(attn.b_Q.reshape(-1), x_last, _heads_to_matrix(attn.W_Q)) / attn.attn_scale
+    # W_K,h q_h per head: [H, batch, D] (a block-diagonal matmul would do H times the work)
+    qk = torch.bmm(q.view(batch, H, dh).transpose(0, 1), attn.W_K.transpose(1, 2))
     q_bias = (q.view(batch, H, dh) * attn.b_K).sum(-1)  # [batch, H]
-    scores = torch.bmm(xc, qk.view(batch, H, D).transpose(1, 2).to(cdt)).to(q.dtype) + q_bias.unsqueeze(1)
-    pattern = F.softmax(scores, dim=1)  # [batch, key pos, head]
-    mixed = torch.bmm(pattern.transpose(1, 2).to(cdt), xc)  # [batch, H, D]
+    scores = torch.baddbmm(q_bias.unsqueeze(1), x, qk.permute(1, 2, 0))  # [batch, key pos, head]
+    pattern = F.softmax(scores, dim=1)
+    mixed = torch.bmm(pattern.transpose(1, 2), x)  # [batch, H, D]
     ov = torch.bmm(attn.W_V, attn.W_O).reshape(H * D, D)
     const = attn.b_V.reshape(-1) @ attn.W_O.reshape(H * dh, D) + attn.b_O
-    return resid[:, -1] + torch.addmm(const.to(cdt), mixed.view(batch, H * D), ov.to(cdt))
+    if cdt == x.dtype:
+        return torch.addmm(resid_last + const, mixed.view(batch, H * D), ov)
+    return resid_last + torch.addmm(const.to(cdt), mixed.view(batch, H * D).to(cdt), ov.to(cdt))
 
 
 def fast_readout(model: nn.Module, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch d_vocab_out"]:
@@ -230,28 +346,29 @@ def _call(
     if tokens.ndim != 2:
         raise ValueError(f"tokens must have shape [batch, pos], got {tuple(tokens.shape)}")
     device_type = tokens.device.type
-    cdt = (
-        torch.get_autocast_dtype(device_type)
-        if torch.is_autocast_enabled(device_type)
-        else model.embed.W_E.dtype
-    )
+    autocast = torch.is_autocast_enabled(device_type)
+    cdt = torch.get_autocast_dtype(device_type) if autocast else model.embed.W_E.dtype
     with torch.autocast(device_type, enabled=False):
         return forward(model, tokens, cdt)
 
 
 def _fast_readout(model: nn.Module, tokens: Tensor, cdt: torch.dtype) -> Tensor:
     cfg = model.cfg
-    n_layers = cfg.n_layers
-    causal = cfg.attention_dir == "causal"
-    if n_layers == 1:
-        resid = _layer0(model, tokens, cdt, only_last=True)
+    batch, n_pos = tokens.shape
+    if cfg.n_layers == 1:
+        resid = _layer0(model, tokens, cdt, n_pos - 1).view(batch, cfg.d_model)
     else:
-        batch, n_pos = tokens.shape
-        resid = _layer0(model, tokens, cdt, only_last=False).view(batch * n_pos, cfg.d_model)
-        resid = _mlp(model.blocks[0], resid, cdt).view(batch, n_pos, cfg.d_model)
+        n_pre = _prefix_len(cfg, batch, n_pos)
+        resid = _layer0(model, tokens, cdt, n_pre)
+        resid = _mlp(model.blocks[0], resid.reshape(-1, cfg.d_model), cdt)
+        resid = resid.view(batch, n_pos - n_pre, cfg.d_model)
         for block in model.blocks[1:-1]:
-            resid = _full_block(block, resid, causal, cdt)
-        resid = _last_attention(model.blocks[-1], resid, cdt)
+            resid = _full_block(block, resid, cfg.attention_dir == "causal", cdt)
+        last = model.blocks[-1]
+        x = _ln(last.ln1, resid)
+        if n_pre:
+            x = torch.cat([_prefix_keys(model, tokens, cdt, n_pre), x], 1)
+        resid = _last_attention(last, x, resid[:, -1], cdt)
     resid = _mlp(model.blocks[-1], resid, cdt).to(model.unembed.W_U.dtype)
     unembed = model.unembed
     return torch.addmm(unembed.b_U, _ln(model.ln_final, resid), unembed.W_U)

@@ -137,7 +137,9 @@ def train_spec(spec: RunSpec, *, device: str = "cpu", progress: bool = False) ->
     """
     from interp.training import train  # torch: only when training (the CLI reads this module first)
     from models import build_model
+    from models.fast_forward import keep_freed_memory
 
+    keep_freed_memory()  # the step reuses its large buffers instead of page-faulting them in
     where = str(spec.out / "config.json")
     config = from_dict(TrainConfig, spec.train, where=where)
     task = task_from_dict(spec.task, where=where)
@@ -157,6 +159,7 @@ def train_specs_vectorized(
     """
     from interp.training import train_vectorized
     from models import build_model
+    from models.fast_forward import keep_freed_memory
 
     for spec in specs[1:]:  # one task object serves every seed; models and configs are checked there
         if spec.task != specs[0].task:
@@ -164,6 +167,7 @@ def train_specs_vectorized(
                 f"vectorised runs must share one task; {spec.out} and {specs[0].out} differ",
                 "train them as separate groups",
             )
+    keep_freed_memory()
     where = [str(spec.out / "config.json") for spec in specs]
     configs = [from_dict(TrainConfig, spec.train, where=w) for spec, w in zip(specs, where)]
     task = task_from_dict(specs[0].task, where=where[0])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.func import functional_call, grad, vmap
 
 from models.config import TransformerConfig
 from models.fast_forward import compiled_fast_readout, fast_readout
@@ -142,3 +143,68 @@ def test_compiled_fast_readout_matches_hooked_forward():
     torch.testing.assert_close(compiled(tokens), model(tokens)[:, -1], atol=1e-5, rtol=0)
     with pytest.raises(ValueError, match="batch, pos"):
         compiled(torch.zeros(6, dtype=torch.long))
+
+
+# A 2-layer causal model computes the leading positions as tables over every token prefix
+# while 2 * V**n <= batch (`_prefix_len`): with V = 5 a batch of 8 has no prefix table, 16 one
+# position, 64 two positions. Each must equal the hooked forward, logits and gradients.
+@pytest.mark.parametrize("batch", [8, 16, 64])
+@pytest.mark.parametrize("pos_type", ["standard", "none"])
+def test_prefix_tables_match_hooked_forward_and_gradients(batch, pos_type):
+    cfg = TransformerConfig(
+        n_layers=2,
+        n_heads=2,
+        d_model=24,
+        d_mlp=32,
+        n_ctx=N_CTX,
+        d_vocab=5,
+        d_vocab_out=D_OUT,
+        normalization_type="LN",
+        attention_dir="causal",
+        act_fn="relu",
+        positional_embedding_type=pos_type,
+    )
+    model = Transformer(cfg, seed=5)
+    tokens = torch.randint(0, 5, (batch, N_CTX), generator=torch.Generator().manual_seed(batch))
+    labels = torch.randint(0, D_OUT, (batch,), generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(fast_readout(model, tokens), model(tokens)[:, -1], atol=1e-5, rtol=0)
+    g_hooked = _grads(model, model(tokens)[:, -1], labels)
+    g_fast = _grads(model, fast_readout(model, tokens), labels)
+    for name in g_hooked:
+        torch.testing.assert_close(g_fast[name], g_hooked[name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+@pytest.mark.parametrize("n_layers", [1, 2])
+def test_vmapped_gradients_equal_each_models_own(n_layers):
+    # Vectorised seeds vmap the forward (its autograd.Functions have generated vmap rules, and
+    # torch loops over seeds for embedding_bag); each seed must get its own gradients.
+    models = [_model(n_layers, 2, "LN", "causal", "relu", "standard", False) for _ in range(3)]
+    for i, m in enumerate(models[1:], 1):
+        with torch.no_grad():
+            for p in m.parameters():
+                p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(i)) * 0.05)
+    tokens, labels = _tokens(32), torch.randint(0, D_OUT, (32,), generator=torch.Generator().manual_seed(2))
+    names = [n for n, _ in models[0].named_parameters()]
+    stacked = {n: torch.stack([dict(m.named_parameters())[n].detach() for m in models]) for n in names}
+    template = _FastReadout(models[0])
+
+    def loss(params):
+        logits = functional_call(template, {f"model.{n}": p for n, p in params.items()}, (tokens,))
+        return F.cross_entropy(logits, labels)
+
+    batched = vmap(grad(loss))(stacked)
+    for i, m in enumerate(models):
+        own = _grads(m, fast_readout(m, tokens), labels)
+        for name in own:
+            torch.testing.assert_close(batched[name][i], own[name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+class _FastReadout(torch.nn.Module):
+    """`fast_readout` of a model as a module that `functional_call` can fill with other weights."""
+
+    def __init__(self, model: Transformer) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return fast_readout(self.model, tokens)
