@@ -22,7 +22,9 @@ from tasks import MPSPTask
 
 @pytest.mark.slow
 def test_a_demo_size_two_layer_run_end_to_end(tmp_path):
-    spec = next(s for s in expand(GRIDS["demo"], tmp_path) if s.tags["preset"] == "mpsp-2l2h" and s.tags["r"] == 0.9)
+    spec = next(
+        s for s in expand(GRIDS["demo"], tmp_path) if s.tags["preset"] == "mpsp-2l2h" and s.tags["r"] == 0.9
+    )
     summary = train_spec(spec)
     records = read_metrics(spec.out)
     assert summary == read_done(spec.out) and summary["epochs"] == spec.train["epochs"] == records[-1]["step"]
