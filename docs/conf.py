@@ -27,6 +27,13 @@ myst_enable_extensions = ["colon_fence", "dollarmath"]
 myst_heading_anchors = 3
 suppress_warnings = ["mystnb.unknown_mime_type"]
 
+# TransformerLens imports tqdm.auto, which warns at import in a kernel without ipywidgets
+# ("IProgress not found"). The tutorials show no progress bars, so the warning - with a path of
+# the building machine - would only be noise on the pages; the kernels inherit this filter.
+os.environ["PYTHONWARNINGS"] = ",".join(
+    filter(None, [os.environ.get("PYTHONWARNINGS"), "ignore:IProgress not found"])
+)
+
 # Tutorials are executed at build time; INTERP_DOCS_TINY=1 (set by the test suite) shrinks them.
 nb_execution_mode = os.environ.get("INTERP_DOCS_EXECUTE", "cache")
 nb_execution_timeout = 900
