@@ -1,6 +1,6 @@
 """Analysis results and the analysis registry entry type.
 
-Every analysis (DESIGN.md) is a frozen `Params` dataclass, a pure compute function
+Every analysis (docs/architecture.md) is a frozen `Params` dataclass, a pure compute function
 `(subject, params) -> Result`, and a `Result` with `to_frame()`, `figure()`, `save(dir)` and
 `load(dir)`. This module holds what they share:
 
