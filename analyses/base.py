@@ -1,6 +1,6 @@
 """Analysis results and the analysis registry entry type.
 
-Every analysis (DESIGN.md) is a frozen `Params` dataclass, a pure compute function
+Every analysis (docs/architecture.md) is a frozen `Params` dataclass, a pure compute function
 `(subject, params) -> Result`, and a `Result` with `to_frame()`, `figure()`, `save(dir)` and
 `load(dir)`. This module holds what they share:
 
@@ -60,6 +60,33 @@ class Result:
     def figure(self) -> go.Figure:
         """The result as a plotly figure (never shown by the library)."""
         raise NotImplementedError
+
+    def caption(self) -> str:
+        """One line naming the result: the analysis, the step, the parameters."""
+        step = "" if self.step is None else f" at step {self.step:,}"
+        params = ", ".join(f"{k}={v}" for k, v in self.params.items())
+        return f"{self.analysis or type(self).__name__}{step} ({params})"
+
+    def _repr_html_(self) -> str:
+        """The caption and the table (first 30 rows): how Jupyter and HTML exporters show a result."""
+        import html
+
+        frame = self.to_frame()
+        more = f"<p><small>{len(frame) - 30} more rows: .to_frame()</small></p>" if len(frame) > 30 else ""
+        return (
+            f"<p><b>{html.escape(self.caption())}</b></p>"
+            + frame.head(30).to_html(index=False, float_format=lambda v: f"{v:.4g}")
+            + more
+        )
+
+    def _ipython_display_(self) -> None:
+        """In IPython / Jupyter, a result as the last expression of a cell shows its table, then
+        its figure (in whatever renderer the notebook chose: the library never sets one).
+        """
+        from IPython.display import HTML, display
+
+        display(HTML(self._repr_html_()))
+        display(self.figure())
 
     def table(self, rows: int = 12) -> str:
         """A compact text table for the CLI (the first `rows` rows of `to_frame`)."""

@@ -5,7 +5,7 @@ Splits a split's mean-loss gradient into the gradients of two groups (default `c
 each attention layer, each MLP, unembedding), their cosine, norms, amplification and net
 gradient. At any stationary point the cosine is -1 and ``|g_b| / |g_a| = n_a / n_b`` (``r / (1 -
 r)``) whatever the circuits do, so only departures from that identity carry information; see
-`interp.dissect.group_gradients` and SCIENCE.md ("The gradient ratio has a trivial part").
+`interp.dissect.group_gradients` and docs/study_a.md ("Cautions we measured": the gradient ratio has a trivial part).
 """
 
 from __future__ import annotations

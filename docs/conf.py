@@ -28,6 +28,15 @@ myst_enable_extensions = ["colon_fence", "dollarmath"]
 myst_heading_anchors = 3
 suppress_warnings = ["mystnb.unknown_mime_type"]
 
+# The kernels inherit two settings. TransformerLens imports tqdm.auto, which warns at import in
+# a kernel without ipywidgets ("IProgress not found"), and its patching functions draw progress
+# bars: on a static page both are stderr noise (with a path of the building machine in the
+# warning), so the warning is filtered and progress bars are off (tqdm reads TQDM_DISABLE).
+os.environ["PYTHONWARNINGS"] = ",".join(
+    filter(None, [os.environ.get("PYTHONWARNINGS"), "ignore:IProgress not found"])
+)
+os.environ["TQDM_DISABLE"] = "1"
+
 # Tutorials are executed at build time; INTERP_DOCS_TINY=1 (set by the test suite) shrinks them.
 nb_execution_mode = os.environ.get("INTERP_DOCS_EXECUTE", "cache")
 nb_execution_timeout = 900
@@ -42,4 +51,7 @@ autodoc_member_order = "bysource"
 autodoc_mock_imports: list[str] = []
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
+# Attributes sections as fields of their class: as directives they would describe each dataclass
+# field a second time beside autodoc's own entry (duplicate object warnings).
+napoleon_use_ivar = True
 nitpicky = False

@@ -1,155 +1,267 @@
-"""Sweep reports: rates per configuration with Wilson intervals, and every run's evolution.
+"""Reports of sweeps: what was run, milestone rates with Wilson intervals, and every run's state.
 
-`rate_table` groups a sweep's runs by their coordinates (all tags but the seed) and, for each
-milestone the task defines (study A: ``generalized``; study C: ``t_mem_clean``, ``t_gen``...),
-counts the runs that reached it, the fraction with its Wilson 95% interval, how many still held
-it at the end (kept vs transient), and the median epoch at which it was reached.
-`write_report` writes `report.html` (the table, then each run's evolution figure), `rates.csv`
-and `runs.csv` into the sweep folder.
+A *results folder* is any folder with ``sweep.json`` files below it: one sweep written by
+`interp sweep`, or several (study A's regime search and its confirmatory grid). A run folder
+needs only ``config.json``, ``metrics.jsonl`` and, once finished, ``DONE``; checkpoints are
+optional, so committed results (``results/study-a/...``) report from a fresh clone. Nothing
+here writes into the results folder (`report_page.write_report` writes where it is told).
+
+* `load_results(folder)`: every sweep below `folder` and each run's state: finished (its
+  ``DONE`` summary), unfinished (its last epoch and best accuracies so far, from the metrics)
+  or not started.
+* `rate_table(runs)`: per configuration (sweep and coordinates but the seed) and milestone
+  (study A: ``generalized``, ``rule``, ``memorized``; study C: ``t_mem_clean``, ``t_gen``...),
+  the runs that reached it, the rate with its Wilson 95% interval, kept vs transient, and the
+  median epoch at which it was reached.
+* `rate_markdown(folder)`: that table as markdown, the form the docs pages quote (a docs test
+  compares a page's table with it).
 """
 
 from __future__ import annotations
 
-import html
 import statistics
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import plotly.graph_objects as go
 from scipy.stats import binomtest
 
-from interp.store.atomic import atomic_write_text
+from interp.errors import ConfigError
+from interp.metrics import milestones as milestones_of
 from interp.store.run_folder import is_done, read_done, read_metrics
-from interp.sweep.specs import RunSpec, read_sweep
+from interp.sweep.specs import SWEEP_FILE, RunSpec, read_sweep
+from tasks import TASKS
 
-REPORT_FILE, RATES_FILE, RUNS_FILE = "report.html", "rates.csv", "runs.csv"
+FINISHED, UNFINISHED, NOT_STARTED = "finished", "unfinished", "not started"
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One sweep of a results folder.
+
+    Attributes:
+        name: Its folder relative to the results folder (``"."`` when it is the folder).
+        folder: Its folder.
+        specs: Its runs.
+        meta: What `interp sweep` recorded (the grid).
+    """
+
+    name: str
+    folder: Path
+    specs: list[RunSpec]
+    meta: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RunState:
+    """Where one run stands.
+
+    Attributes:
+        sweep: The sweep's name.
+        spec: The run's spec.
+        status: ``finished``, ``unfinished`` or ``not started``.
+        epoch: The last evaluated epoch (None before the first evaluation).
+        final: The last metrics record (empty before the first evaluation).
+        best: The best value of every accuracy so far (``"adv/acc"`` -> 0.42).
+        milestones: The milestones: from ``DONE`` once finished, from the metrics so far before.
+    """
+
+    sweep: str
+    spec: RunSpec
+    status: str
+    epoch: int | None
+    final: dict[str, Any]
+    best: dict[str, float]
+    milestones: dict[str, dict[str, Any]]
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The run's coordinates but the seed (its configuration)."""
+        return {k: v for k, v in self.spec.tags.items() if k != "seed"}
+
+
+def find_sweeps(folder: str | Path) -> list[Sweep]:
+    """Every sweep at or below `folder`, in path order.
+
+    Raises:
+        ConfigError: If `folder` holds no ``sweep.json``.
+    """
+    folder = Path(folder)
+    files = sorted(folder.rglob(SWEEP_FILE))
+    if not files:
+        raise ConfigError(
+            f"{folder} holds no {SWEEP_FILE}",
+            "give a sweep folder (interp sweep --out) or a folder of sweeps",
+        )
+    sweeps = []
+    for path in files:
+        specs, meta = read_sweep(path.parent)
+        sweeps.append(Sweep(path.parent.relative_to(folder).as_posix(), path.parent, specs, meta))
+    return sweeps
+
+
+def run_state(sweep: str, spec: RunSpec) -> RunState:
+    """The state of one run, read from its folder (never written)."""
+    records = read_metrics(spec.out) if spec.out.exists() else []
+    best: dict[str, float] = {}
+    for record in records:
+        for key, value in record.items():
+            if key.endswith("/acc") and isinstance(value, (int, float)):
+                best[key] = max(best.get(key, value), value)
+    final = records[-1] if records else {}
+    if is_done(spec.out):
+        summary = read_done(spec.out)
+        return RunState(
+            sweep, spec, FINISHED, summary["epochs"], summary["final"], best, summary["milestones"]
+        )
+    targets = getattr(TASKS.get(spec.task.get("name")), "milestones", {})
+    status = UNFINISHED if records or spec.out.exists() else NOT_STARTED
+    return RunState(sweep, spec, status, final.get("step"), final, best, milestones_of(records, targets))
+
+
+def load_results(folder: str | Path) -> tuple[list[Sweep], list[RunState]]:
+    """Every sweep below `folder` and the state of each of their runs."""
+    sweeps = find_sweeps(folder)
+    return sweeps, [run_state(s.name, spec) for s in sweeps for spec in s.specs]
 
 
 def wilson(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval of a binomial proportion (scipy's implementation)."""
+    """Wilson score interval of a binomial proportion (scipy's implementation).
+
+    Raises:
+        ValueError: If `n` is 0 (a rate of no runs has no interval; say so instead).
+    """
     if n == 0:
-        return float("nan"), float("nan")
+        raise ValueError("a rate over 0 runs has no interval")
     ci = binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
     return ci.low, ci.high
 
 
-def runs_frame(specs: list[RunSpec]) -> pd.DataFrame:
-    """One row per run: its tags, status, final accuracies and milestones."""
+def configurations(runs: list[RunState]) -> dict[tuple, list[RunState]]:
+    """Runs grouped by (sweep, coordinates but the seed), in the order they first appear."""
+    groups: dict[tuple, list[RunState]] = defaultdict(list)
+    for run in runs:
+        groups[(run.sweep, *run.config.items())].append(run)
+    return dict(groups)
+
+
+def milestone_rates(group: list[RunState]) -> list[dict[str, Any]]:
+    """For each milestone of a configuration's runs: finished, reached, rate, Wilson CI, kept, median epoch.
+
+    Rates are over the finished runs (an unfinished run may still reach a milestone); with no
+    finished run the rate and its interval are None and `format_rate` says so.
+    """
+    finished = [r for r in group if r.status == FINISHED]
     rows = []
-    for spec in specs:
-        row: dict[str, Any] = {**spec.tags, "run": str(spec.out), "done": is_done(spec.out)}
-        if row["done"]:
-            summary = read_done(spec.out)
-            row |= {
-                f"final {k}": v
-                for k, v in summary["final"].items()
-                if k.endswith("/acc") and k.count("/") == 1
+    for name in dict.fromkeys(name for r in group for name in r.milestones):
+        scored = [r.milestones[name] for r in finished if name in r.milestones]
+        reached = [m for m in scored if m["step"] is not None]
+        n, k = len(scored), len(reached)
+        low, high = wilson(k, n) if n else (None, None)
+        kept = sum(bool(m["kept"]) for m in reached)
+        rows.append(
+            {
+                "milestone": name,
+                "runs": len(group),
+                "finished": n,
+                "reached": k,
+                "rate": k / n if n else None,
+                "ci_low": low,
+                "ci_high": high,
+                "kept": kept,
+                "transient": k - kept,
+                "median epoch": statistics.median(m["step"] for m in reached) if reached else None,
             }
-            for name, m in summary["milestones"].items():
-                row |= {f"{name} epoch": m["step"], f"{name} kept": m["kept"]}
+        )
+    return rows
+
+
+def rate_table(runs: list[RunState]) -> pd.DataFrame:
+    """The rates of every configuration (`milestone_rates`), one row per configuration and milestone."""
+    rows = [
+        {"sweep": sweep, **dict(coords), **rates}
+        for (sweep, *coords), group in configurations(runs).items()
+        for rates in milestone_rates(group)
+    ]
+    return pd.DataFrame(rows)
+
+
+def runs_frame(runs: list[RunState]) -> pd.DataFrame:
+    """One row per run: sweep, coordinates, status, last epoch, final and best accuracies, milestones."""
+    rows = []
+    for run in runs:
+        row: dict[str, Any] = {"sweep": run.sweep, **run.spec.tags, "status": run.status, "epoch": run.epoch}
+        row |= {f"final {k}": v for k, v in run.final.items() if k.endswith("/acc") and k.count("/") == 1}
+        row |= {
+            f"best {k}": v for k, v in run.best.items() if k.count("/") == 1 and not k.startswith("train")
+        }
+        for name, m in run.milestones.items():
+            row |= {f"{name} epoch": m["step"], f"{name} kept": m["kept"] if m["step"] is not None else None}
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def rate_table(specs: list[RunSpec]) -> pd.DataFrame:
-    """Per configuration (tags but seed) and milestone: n, reached, rate, Wilson CI, kept, median epoch."""
-    groups: dict[tuple, list[dict]] = defaultdict(list)
-    keys = [k for k in (specs[0].tags if specs else {}) if k != "seed"]
-    for spec in specs:
-        summary = read_done(spec.out) if is_done(spec.out) else None
-        groups[tuple(spec.tags.get(k) for k in keys)].append(summary)
-    rows = []
-    for coords, summaries in groups.items():
-        finished = [s for s in summaries if s is not None]
-        milestones = finished[0]["milestones"] if finished else {}
-        for name in milestones:
-            steps = [s["milestones"][name]["step"] for s in finished]
-            reached = [x for x in steps if x is not None]
-            low, high = wilson(len(reached), len(finished))
-            rows.append(
-                {
-                    **dict(zip(keys, coords)),
-                    "milestone": name,
-                    "runs": len(summaries),
-                    "finished": len(finished),
-                    "reached": len(reached),
-                    "rate": len(reached) / len(finished),
-                    "ci_low": low,
-                    "ci_high": high,
-                    "kept": sum(
-                        s["milestones"][name]["kept"]
-                        for s in finished
-                        if s["milestones"][name]["step"] is not None
-                    ),
-                    "median epoch": statistics.median(reached) if reached else None,
-                }
-            )
-    return pd.DataFrame(rows)
+def percent(value: float) -> str:
+    """``0.658`` -> ``"66%"``."""
+    return f"{100 * value:.0f}%"
 
 
-def accuracy_figure(run_dir: Path) -> go.Figure:
-    """Accuracy per split against epochs (log x) from a run's metrics."""
-    records = read_metrics(run_dir)
-    steps = [max(r["step"], 1) for r in records]
-    splits = sorted({k.split("/")[0] for r in records for k in r if k.count("/") == 1 and k.endswith("/acc")})
-    fig = go.Figure(
-        [
-            go.Scatter(
-                x=steps,
-                y=[r.get(f"{s}/acc") for r in records],
-                name=s,
-                hovertemplate=f"{s}<br>epoch %{{x}}<br>acc %{{y:.3f}}",
-            )
-            for s in splits
-        ]
-    )
-    fig.update_layout(
-        title=str(run_dir), xaxis={"type": "log", "title": "epoch"}, yaxis={"title": "accuracy"}, height=320
-    )
-    return fig
+def format_rate(reached: int, n: int) -> str:
+    """``"77% [52%, 92%], 10 runs"``: the rate, its Wilson 95% interval and how many runs."""
+    if n == 0:
+        return "no finished run yet"
+    low, high = wilson(reached, n)
+    return f"{percent(reached / n)} [{percent(low)}, {percent(high)}], {n} run{'s' if n != 1 else ''}"
 
 
-def write_report(sweep_dir: str | Path, *, figure=accuracy_figure) -> Path:
-    """Write `report.html`, `rates.csv` and `runs.csv` into the sweep folder.
+def format_epoch(step: float | None) -> str:
+    """An epoch for readers: ``4,200``; ``never`` for a milestone no run reached."""
+    return "never" if step is None or step != step else f"{step:,.0f}"
 
-    Args:
-        sweep_dir: A folder written by `interp sweep`.
-        figure: The per-run figure (default: accuracy curves; `interp sweep` passes the
-            circuit-evolution figure for study A runs).
 
-    Returns:
-        The path of `report.html`.
+def format_when(row: Any) -> str:
+    """Kept vs transient and the median epoch of one rate-table row, e.g.
+    ``"5 kept, 2 transient; median epoch 4,200"``, or ``"never"``.
     """
-    sweep_dir = Path(sweep_dir)
-    specs, meta = read_sweep(sweep_dir)
-    rates, runs = rate_table(specs), runs_frame(specs)
-    rates.to_csv(sweep_dir / RATES_FILE, index=False)
-    runs.to_csv(sweep_dir / RUNS_FILE, index=False)
-    parts = [
-        f"<h1>Sweep report: {html.escape(str(sweep_dir))}</h1>",
-        f"<pre>{html.escape(str(meta))}</pre>",
-        "<h2>Rates per configuration (Wilson 95% intervals)</h2>",
-        rates.to_html(index=False, float_format="%.3f"),
-        "<h2>Runs</h2>",
-        runs.to_html(index=False, float_format="%.3f"),
-        "<h2>Evolution of every run</h2>",
-    ]
-    for spec in specs:
-        if is_done(spec.out):
-            parts.append(figure(spec.out).to_html(full_html=False, include_plotlyjs=False))
-    plotly_js = '<script src="plotly.min.js"></script>'
-    _write_plotly_js(sweep_dir)
-    page = f"<!DOCTYPE html><html><head><meta charset='utf-8'>{plotly_js}</head><body>{''.join(parts)}</body></html>"
-    atomic_write_text(sweep_dir / REPORT_FILE, page)
-    return sweep_dir / REPORT_FILE
+    if not row["reached"]:
+        return "never"
+    return (
+        f"{row['kept']} kept, {row['transient']} transient; median epoch {format_epoch(row['median epoch'])}"
+    )
 
 
-def _write_plotly_js(folder: Path) -> None:
-    """Put plotly.js beside the report once, so it opens offline."""
-    from plotly.offline import get_plotlyjs
+def config_label(config: dict[str, Any]) -> str:
+    """``{"preset": "mpsp-2l2h", "r": 0.9}`` -> ``"mpsp-2l2h, r = 0.9"``."""
+    parts = [str(v) if k == "preset" else f"{k} = {v}" for k, v in config.items()]
+    return ", ".join(parts) or "all runs"
 
-    target = folder / "plotly.min.js"
-    if not target.exists():
-        atomic_write_text(target, get_plotlyjs())
+
+def rate_rows(runs: list[RunState]) -> list[dict[str, str]]:
+    """The rate table for readers: one row per configuration, a rate and a when per milestone."""
+    rows = []
+    for (sweep, *coords), group in configurations(runs).items():
+        unfinished = sum(r.status != FINISHED for r in group)
+        row = {"sweep": sweep, "configuration": config_label(dict(coords))}
+        row["runs"] = _runs_text(len(group), unfinished)
+        for rates in milestone_rates(group):
+            name = rates["milestone"]
+            row[name] = format_rate(rates["reached"], rates["finished"])
+            row[f"{name}: when"] = format_when(rates) if rates["finished"] else "-"
+        rows.append(row)
+    return rows
+
+
+def _runs_text(total: int, unfinished: int) -> str:
+    return f"{total}" if not unfinished else f"{total} ({unfinished} unfinished)"
+
+
+def rate_markdown(folder: str | Path) -> str:
+    """The rate table of every sweep below `folder` as a markdown table (what docs pages quote)."""
+    rows = rate_rows(load_results(folder)[1])
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        lines.append("| " + " | ".join(row.get(c, "-") for c in columns) + " |")
+    return "\n".join(lines) + "\n"

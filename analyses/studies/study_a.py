@@ -1,18 +1,20 @@
 """Study A's circuit-evolution figure and checkpoint explorer for one run.
 
-The figure puts on one epoch axis what SCIENCE.md says shows the mechanism: accuracy on
-train / val / adv; gradient conflict (cosine of the consistent and opposing gradients) and
-amplification relative to the stationary-point value r/(1-r); and per head the QK
+The figure puts on one epoch axis what shows shortcut saturation (docs/study_a.md): accuracy
+on train / val / adv; the gradient conflict (cosine of the consistent and opposing gradients)
+and the amplification relative to its stationary-point value r/(1-r); and per head the QK
 magnitude-sorting rho, the OV parity rho and the attention to position 0. The detected phase-2
 onset (adv accuracy clearly above chance while val accuracy stays >= 99%) is marked.
 
 The explorer is one plotly figure with a slider over checkpoints: each head's mean attention
-from the readout position to every key position on the adv split, with that checkpoint's
-fingerprints in the title. Both work in a notebook and as static HTML files.
+from the readout position to every key position on the adv split, beside that checkpoint's
+fingerprints. Both display in a notebook and write as static HTML (`plots.write_figure`); a
+head has the same colour in both (`plots.head_colour`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,12 +25,24 @@ from plotly.subplots import make_subplots
 
 from analyses import get_analysis
 from analyses.evolution import Evolution, evolve
+from analyses.studies.plots import StepAxis, add_step_marker, head_colour, head_label, split_colour
 from analyses.subject import load_subject
 from interp.dissect.heads import readout_patterns
-from interp.store import checkpoint_dir, list_checkpoints
+from interp.store import checkpoint_dir
 from interp.store.run_folder import read_config
 
-SPLIT_COLOURS = {"train": "#636efa", "val": "#00cc96", "adv": "#ef553b"}
+# (Fingerprint field, panel title, y axis title, y range) for the three per-head panels.
+HEAD_PANELS = (
+    ("qk_rho_weights", "QK magnitude sorting: Spearman rho of score vs key value (weights)", "rho", (-1, 1)),
+    ("ov_parity_rho", "OV parity: rank-biserial rho of what the head writes vs token parity", "rho", (-1, 1)),
+    ("attn_pos0", "attention from the readout to position 0 (adv split)", "weight", (0, 1)),
+)
+HEAD_MEASURES = {
+    "qk_rho_weights": "QK rho",
+    "ov_parity_rho": "OV parity rho",
+    "attn_pos0": "attention to pos 0",
+}
+ROWS = 3 + len(HEAD_PANELS)
 
 
 def phase2_onset(
@@ -45,144 +59,242 @@ def phase2_onset(
 
 def evolutions(run_dir: str | Path, *, progress: bool = False) -> tuple[Evolution, Evolution]:
     """The fingerprint and gradient-group evolutions of a run (cached per checkpoint)."""
-    fingerprint, grads = get_analysis("fingerprint"), get_analysis("grads")
-    fp = evolve(run_dir, fingerprint, fingerprint.params(split="adv"), progress=progress)
-    gr = evolve(run_dir, grads, grads.params(split="train"), progress=progress)
-    return fp, gr
+    return _fingerprints(run_dir, progress), _gradients(run_dir, progress)
+
+
+def _fingerprints(run_dir: str | Path, progress: bool) -> Evolution:
+    fingerprint = get_analysis("fingerprint")
+    return evolve(run_dir, fingerprint, fingerprint.params(split="adv"), progress=progress)
+
+
+def _gradients(run_dir: str | Path, progress: bool) -> Evolution:
+    grads = get_analysis("grads")
+    return evolve(run_dir, grads, grads.params(split="train"), progress=progress)
+
+
+def run_title(run_dir: str | Path) -> str:
+    """A short description of a run from its config: model, task ratio, seed and folder name."""
+    config = read_config(run_dir)
+    model, task, train = config["model"], config["task"], config["train"]
+    parts = [f"{model.get('n_layers', '?')} layers x {model.get('n_heads', '?')} heads"]
+    if "r" in task:
+        parts.append(f"r = {task['r']}")
+    parts.append(f"seed {train.get('seed', '?')}")
+    return f"{', '.join(parts)} ({Path(run_dir).name})"
 
 
 def circuit_evolution_figure(run_dir: str | Path, *, log_x: bool = True, progress: bool = False) -> go.Figure:
-    """Study A's circuit-evolution figure of a run (see the module docstring)."""
+    """Study A's circuit-evolution figure of a run (see the module docstring).
+
+    Every panel shares one step axis (log by default; step 0 drawn as "0"); the phase-2
+    onset, if any, is a dotted line through every panel, labelled in the accuracy panel.
+    """
     run_dir = Path(run_dir)
     fp, gr = evolutions(run_dir, progress=progress)
     n_classes = read_config(run_dir)["model"]["d_vocab_out"]
+    axis = StepAxis([r["step"] for r in fp.metrics] + fp.steps + gr.steps, log=log_x)
     titles = (
-        "accuracy",
-        "gradient conflict and amplification",
-        "QK magnitude-sorting rho (weights)",
-        "OV parity rho",
-        "attention to position 0",
+        "accuracy per split",
+        "gradient conflict: cos(g_consistent, g_opposing) on train",
+        "amplification |g_opposing| / |g_consistent| relative to r/(1-r)",
+        *(panel[1] for panel in HEAD_PANELS),
     )
-    fig = make_subplots(rows=5, cols=1, shared_xaxes=True, subplot_titles=titles, vertical_spacing=0.05)
-    steps = [r["step"] for r in fp.metrics]
-    for split, colour in SPLIT_COLOURS.items():
+    fig = make_subplots(rows=ROWS, cols=1, shared_xaxes=True, subplot_titles=titles, vertical_spacing=0.05)
+    _add_accuracy(fig, fp.metrics, axis, chance=1 / n_classes)
+    _add_gradients(fig, gr, axis)
+    for offset, (measure, _, y_title, y_range) in enumerate(HEAD_PANELS):
+        _add_heads(fig, fp, measure, 4 + offset, axis)
+        fig.update_yaxes(title_text=y_title, range=[y_range[0] - 0.05, y_range[1] + 0.05], row=4 + offset)
+    onset = phase2_onset(fp.metrics, chance=1 / n_classes)
+    if onset is not None:
+        add_step_marker(fig, axis, onset, f"phase 2 from epoch {onset:,}", rows=ROWS)
+    # Tick labels on every panel (they are far apart), the axis title once at the bottom.
+    fig.update_xaxes(**{**axis.layout(), "title_text": None}, showticklabels=True)
+    fig.update_xaxes(title_text=axis.layout()["title_text"], row=ROWS)
+    _place_legends(fig)
+    fig.update_layout(
+        height=1500,
+        title=f"Circuit evolution: {run_title(run_dir)}",
+        hovermode="closest",
+        margin={"r": 170},
+    )
+    return fig
+
+
+def _add_accuracy(fig: go.Figure, metrics: list[dict[str, Any]], axis: StepAxis, chance: float) -> None:
+    records = [r for r in metrics if "train/acc" in r]
+    steps = [r["step"] for r in records]
+    for split in ("train", "val", "adv"):
         fig.add_trace(
             go.Scatter(
-                x=steps,
-                y=[r.get(f"{split}/acc") for r in fp.metrics],
-                name=f"{split} acc",
-                line={"color": colour},
-                hovertemplate=f"{split}<br>epoch %{{x}}<br>acc %{{y:.3f}}",
+                **axis.trace(steps),
+                y=[r.get(f"{split}/acc") for r in records],
+                name=split,
+                legend="legend",
+                line={"color": split_colour(split)},
+                hovertemplate=f"split {split}<br>epoch %{{customdata:,}}<br>accuracy %{{y:.3f}}<extra></extra>",
             ),
             row=1,
             col=1,
         )
-    _add_gradients(fig, gr)
-    for row, measure in ((3, "qk_rho_weights"), (4, "ov_parity_rho"), (5, "attn_pos0")):
-        _add_heads(fig, fp, measure, row)
-    onset = phase2_onset(fp.metrics, chance=1 / n_classes)
-    if onset is not None:
-        fig.add_vline(
-            x=max(onset, 1) if log_x else onset, line_dash="dot", annotation_text=f"phase 2 @ {onset}"
-        )
-    fig.update_xaxes(type="log" if log_x else "linear", title_text="epoch", row=5, col=1)
-    fig.update_layout(height=1100, title=f"Circuit evolution: {run_dir}", hovermode="x unified")
-    return fig
+    fig.add_hline(y=chance, line_dash="dash", line_color="#999", line_width=1, row=1, col=1)
+    fig.update_yaxes(title_text="accuracy", range=[-0.02, 1.04], row=1)
 
 
-def _add_gradients(fig: go.Figure, gr: Evolution) -> None:
+def _add_gradients(fig: go.Figure, gr: Evolution, axis: StepAxis) -> None:
     total = [r.to_frame().iloc[0] for r in gr.results]  # row 0 is the total over all parameters
+    cos = [float(t["cos"]) for t in total]
+    ratio = [float(t["amp_weighted"]) for t in total]
     fig.add_trace(
         go.Scatter(
-            x=gr.steps,
-            y=[t["cos"] for t in total],
-            name="cos(g_c, g_o)",
-            hovertemplate="epoch %{x}<br>cosine %{y:.3f}",
+            **axis.trace(gr.steps),
+            y=cos,
+            name="cosine",
+            legend="legend2",
+            line={"color": "#444"},
+            hovertemplate="train split, all parameters<br>epoch %{customdata:,}<br>cosine %{y:.3f}<extra></extra>",
         ),
         row=2,
         col=1,
     )
+    fig.update_yaxes(title_text="cosine", range=[-1.05, 1.05], row=2)
+    # A ratio of norms is positive; a log axis centres the stationary value 1 (NaN where undefined).
+    log_ratio = all(v > 0 for v in ratio)
     fig.add_trace(
         go.Scatter(
-            x=gr.steps,
-            y=[t["amp_weighted"] for t in total],
-            name="amplification / (r/(1-r))",
-            hovertemplate="epoch %{x}<br>|g_o|/|g_c| relative to r/(1-r): %{y:.3f}",
+            **axis.trace(gr.steps),
+            y=ratio,
+            name="ratio / (r/(1-r))",
+            legend="legend2",
+            line={"color": "#8c564b"},
+            hovertemplate="train split, all parameters<br>epoch %{customdata:,}"
+            "<br>|g_o|/|g_c| relative to r/(1-r): %{y:.3f}<extra></extra>",
         ),
-        row=2,
+        row=3,
         col=1,
+    )
+    fig.add_hline(y=1.0, line_dash="dash", line_color="#999", line_width=1, row=3, col=1)
+    # The range in log10 units on a log axis (plotly's convention for ranges), around 1 and the data.
+    finite = [v for v in ratio if math.isfinite(v)] + [1.0]
+    ticks: dict[str, Any] = {}
+    if log_ratio:
+        low, high = math.log10(min(finite)), math.log10(max(finite))
+        span = [min(low, -0.3) - 0.05, max(high, 0.3) + 0.05]
+        values = [m * 10.0**d for d in range(-4, 5) for m in (1, 3)]
+        ticks = {"tickvals": [v for v in values if span[0] <= math.log10(v) <= span[1]]}
+    else:
+        span = [min(0.0, min(finite)), max(finite) * 1.05]
+    fig.update_yaxes(
+        title_text="ratio (1 = stationary)", type="log" if log_ratio else "linear", range=span, row=3, **ticks
     )
 
 
-def _add_heads(fig: go.Figure, fp: Evolution, measure: str, row: int) -> None:
+def _add_heads(fig: go.Figure, fp: Evolution, measure: str, row: int, axis: StepAxis) -> None:
     first = getattr(fp.results[0], measure)
-    for layer in range(first.shape[0]):
-        for head in range(first.shape[1]):
-            values = [float(getattr(r, measure)[layer, head]) for r in fp.results]
+    n_layers, n_heads = first.shape
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            label = head_label(layer, head)
             fig.add_trace(
                 go.Scatter(
-                    x=fp.steps,
-                    y=values,
-                    name=f"L{layer}H{head} {measure}",
-                    legendgroup=f"L{layer}H{head}",
-                    hovertemplate=f"layer {layer} head {head}<br>epoch %{{x}}<br>{measure} %{{y:.3f}}",
+                    **axis.trace(fp.steps),
+                    y=[float(getattr(r, measure)[layer, head]) for r in fp.results],
+                    name=label,
+                    legend="legend3",
+                    legendgroup=label,
+                    showlegend=row == 4,  # one legend entry per head toggles it in every panel
+                    line={"color": head_colour(layer, head, n_heads)},
+                    hovertemplate=f"layer {layer}, head {head}<br>epoch %{{customdata:,}}"
+                    f"<br>{HEAD_MEASURES[measure]} %{{y:.3f}}<extra></extra>",
                 ),
                 row=row,
                 col=1,
             )
 
 
+def _place_legends(fig: go.Figure) -> None:
+    """One legend per panel group, beside the top of its group: splits, gradients, heads."""
+    for name, row, title in (("legend", 1, "split"), ("legend2", 2, "gradients"), ("legend3", 4, "head")):
+        top = fig.layout[f"yaxis{'' if row == 1 else row}"].domain[1]
+        fig.update_layout(
+            {name: {"x": 1.01, "xanchor": "left", "y": top, "yanchor": "top", "title": {"text": title}}}
+        )
+
+
 @torch.no_grad()
 def attention_explorer(run_dir: str | Path, split: str = "adv", max_examples: int = 1024) -> go.Figure:
-    """A slider over checkpoints: mean readout attention per head and key position on `split`."""
+    """A slider over checkpoints: mean readout attention per head and key position on `split`,
+    beside each head's fingerprints at that checkpoint.
+    """
     run_dir = Path(run_dir)
-    fp, _ = evolutions(run_dir)
-    fingerprints = dict(zip(fp.steps, fp.results))
-    frames, labels = [], []
-    for step in list_checkpoints(run_dir):
+    fp = _fingerprints(run_dir, progress=False)
+    means = []
+    for step in fp.steps:
         subject = load_subject(checkpoint_dir(run_dir, step))
         tokens = subject.split(split).tokens[:max_examples]
-        mean = readout_patterns(subject.model, tokens).mean(0)  # [n_layers, n_heads, pos]
-        n_layers, n_heads, n_pos = mean.shape
-        labels = [f"L{layer}H{head}" for layer in range(n_layers) for head in range(n_heads)]
-        frames.append(
-            go.Frame(
-                name=str(step),
-                data=[
-                    go.Heatmap(
-                        z=mean.reshape(-1, n_pos).tolist(),
-                        x=[f"pos {p}" for p in range(n_pos)],
-                        y=labels,
-                        zmin=0,
-                        zmax=1,
-                        colorscale="Blues",
-                        hovertemplate="%{y} -> %{x}<br>attention %{z:.3f}<extra></extra>",
-                    )
-                ],
-                layout={"title": {"text": f"epoch {step}: " + _fingerprint_line(fingerprints[step])}},
-            )
-        )
-    fig = go.Figure(data=frames[0].data, frames=frames)
+        means.append(readout_patterns(subject.model, tokens).mean(0))  # [n_layers, n_heads, pos]
+    # One colour scale for every checkpoint, so frames compare; up to the largest mean weight.
+    top = max(float(m.max()) for m in means)
+    frames = [
+        go.Frame(name=str(step), data=_explorer_traces(mean, result, split, step, top))
+        for step, result, mean in zip(fp.steps, fp.results, means)
+    ]
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        column_widths=[0.55, 0.45],
+        horizontal_spacing=0.12,
+        subplot_titles=(f"mean attention from the readout on {split}", f"head fingerprints on {split}"),
+    )
+    for index, trace in enumerate(frames[0].data):
+        fig.add_trace(trace, row=1, col=1 if index == 0 else 2)
+    fig.frames = frames
     steps = [
         {
             "args": [[f.name], {"frame": {"duration": 0, "redraw": True}, "mode": "immediate"}],
-            "label": f.name,
+            "label": f"{int(f.name):,}",
             "method": "animate",
         }
         for f in frames
     ]
     fig.update_layout(
-        title=frames[0].layout.title.text,
-        sliders=[{"steps": steps, "currentvalue": {"prefix": "epoch "}}],
-        xaxis_title=f"key position (mean readout attention on {split})",
-        yaxis_title="layer / head",
+        title=f"Checkpoint explorer: {run_title(run_dir)}",
+        sliders=[{"steps": steps, "currentvalue": {"prefix": "epoch "}, "pad": {"t": 50}}],
+        barmode="group",
+        legend={"title": {"text": "head"}},
+        height=520,
     )
+    fig.update_xaxes(title_text="key position", row=1, col=1)
+    fig.update_yaxes(title_text="layer, head", autorange="reversed", row=1, col=1)
+    fig.update_yaxes(title_text="rho / attention weight", range=[-1.05, 1.05], row=1, col=2)
     return fig
 
 
-def _fingerprint_line(result: Any) -> str:
-    frame = result.to_frame()
-    return "  ".join(
-        f"L{r.layer}H{r.head}: QK {r.qk_rho_weights:+.2f} OV {r.ov_parity_rho:+.2f} pos0 {r.attn_pos0:.2f}"
-        for r in frame.itertuples()
-    )
+def _explorer_traces(mean: torch.Tensor, fingerprint: Any, split: str, step: int, top: float) -> list[Any]:
+    n_layers, n_heads, n_pos = mean.shape
+    heads = [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
+    traces: list[Any] = [
+        go.Heatmap(
+            z=mean.reshape(-1, n_pos).tolist(),
+            x=[f"pos {p}" + (" (readout)" if p == n_pos - 1 else "") for p in range(n_pos)],
+            y=[head_label(*h) for h in heads],
+            zmin=0,
+            zmax=top,
+            colorscale="Viridis",
+            colorbar={"title": {"text": "attention"}, "x": 0.5, "thickness": 14, "len": 0.9},
+            hovertemplate=f"%{{y}} -> %{{x}}<br>split {split}, epoch {step:,}<br>attention %{{z:.3f}}<extra></extra>",
+        )
+    ]
+    for layer, head in heads:
+        label = head_label(layer, head)
+        traces.append(
+            go.Bar(
+                x=list(HEAD_MEASURES.values()),
+                y=[float(getattr(fingerprint, m)[layer, head]) for m in HEAD_MEASURES],
+                name=label,
+                marker_color=head_colour(layer, head, n_heads),
+                hovertemplate=f"layer {layer}, head {head}<br>split {split}, epoch {step:,}"
+                "<br>%{x}: %{y:.3f}<extra></extra>",
+            )
+        )
+    return traces

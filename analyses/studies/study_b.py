@@ -1,8 +1,8 @@
 """Study B's protocol: goldilocks AdamW run -> WLMD sample -> noise injection -> comparisons.
 
-"The grokked illusion" (SCIENCE.md, study B): two models with perfect test accuracy on
-``x + y mod p`` and the same weight norm, one trained with AdamW on the sphere, one sampled at
-equilibrium by Wang-Landau molecular dynamics, differ in how much of the task they keep when
+"The grokked illusion" (Zhang, Chan, Shang, Yang and Zhang, 2026; docs/study_b.md): two models
+with perfect test accuracy on ``x + y mod p`` and the same weight norm, one trained with AdamW on
+the sphere, one sampled at equilibrium by Wang-Landau molecular dynamics, differ in how much of the task they keep when
 forced to memorise noise on new tokens. Each step below writes ordinary run folders, so every
 registered analysis (`rank`, `drift`, ...) opens their checkpoints:
 

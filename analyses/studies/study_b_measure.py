@@ -45,7 +45,7 @@ from interp.training.config import FinetuneConfig
 SETTINGS_FILE = "settings.json"
 NOISES = ("random", "square", "sum")
 MODELS = ("adamw", "wlmd")
-# SCIENCE.md, study B: original-task test accuracy after injecting *random* noise (the gap is
+# Study B's reference (docs/study_b.md): original-task test accuracy after injecting *random* noise (the gap is
 # said to narrow as the noise resembles the task; no numbers are given for square / sum).
 REFERENCE = {"adamw": "< 0.75 (random)", "wlmd": "~0.95 (0.95-0.98, random)"}
 RANK_MATRICES = ("W_Q", "W_K", "W_V", "W_O", "W_in", "W_out", "W_E", "W_U")

@@ -9,7 +9,7 @@ Reads the folders written by ``interp sweep --grid study-c`` (noise levels xi x 
   and final accuracies;
 * `xi_table`: per xi, over finished runs: each time's mean and 95% t-interval over the seeds
   that reached it, how many reached it, the final test accuracy's mean and t-interval, the
-  number of seeds that generalised, and the study's reference values (SCIENCE.md);
+  number of seeds that generalised, and the study's reference values (docs/study_c.md);
 * figures: times vs xi (log y), final accuracies vs xi, training curves per xi (mean over
   seeds), and the weight-decay regimes (corrupted-example accuracy against corrupted and true
   labels, and test accuracy, over training);
@@ -40,7 +40,7 @@ from interp.sweep.specs import read_sweep
 from tasks import ModAddTask
 
 TIMES = tuple(ModAddTask.milestones)  # t_mem_clean, t_mem_noisy, t_gen
-# SCIENCE.md's reference (one seed, evaluated every 100 steps): xi -> times (None: "-" or
+# The reference notebook's values (docs/study_c.md; one seed, evaluated every 100 steps): xi -> times (None: "-" or
 # "never") and final test accuracy in %.
 REFERENCE: dict[float, dict[str, Any]] = {
     0.0: {"t_mem_clean": 100, "t_mem_noisy": None, "t_gen": 100, "test_acc": 100.0},

@@ -86,12 +86,13 @@ def evolve(
     folder = Path(out) if out else Path(run_dir) / "evolution"
     folder.mkdir(parents=True, exist_ok=True)
     if analysis is None:
+        from analyses.studies.plots import write_figure
         from analyses.studies.study_a import attention_explorer, circuit_evolution_figure
 
-        circuit_evolution_figure(run_dir, progress=not no_progress).write_html(
-            folder / "circuit_evolution.html", include_plotlyjs="directory"
+        write_figure(
+            circuit_evolution_figure(run_dir, progress=not no_progress), folder / "circuit_evolution.html"
         )
-        attention_explorer(run_dir).write_html(folder / "explorer.html", include_plotlyjs="directory")
+        write_figure(attention_explorer(run_dir), folder / "explorer.html")
         click.echo(f"wrote {folder / 'circuit_evolution.html'} and {folder / 'explorer.html'}")
         return
     entry = get_analysis(analysis)

@@ -91,16 +91,27 @@ def run_grid(grid: Any, out: Path, executor: Any, *, progress: bool) -> tuple[in
     return finished, failures
 
 
-def write_sweep_report(out: Path, *, evolution: bool, progress: bool) -> Path:
-    """The sweep's HTML report; per-run circuit-evolution figures for study-A runs."""
-    from analyses.studies.report import accuracy_figure, write_report
+def write_sweep_report(folder: Path, *, evolution: bool, progress: bool, out: Path | None = None) -> Path:
+    """The HTML report of the sweeps below `folder`, written to `out` (default: `folder`);
+    with `evolution`, study A's circuit-evolution figure for every run that has checkpoints.
+    """
+    from analyses.studies.report_page import write_report
 
-    figure = accuracy_figure
+    figure = None
     if evolution:
-        from analyses.studies.study_a import circuit_evolution_figure
+        figure = partial(_evolution_or_accuracy, progress=progress)
+    return write_report(folder, out, figure=figure)
 
-        figure = partial(circuit_evolution_figure, progress=progress)
-    return write_report(out, figure=figure)
+
+def _evolution_or_accuracy(run_dir: Path, *, progress: bool) -> Any:
+    """Circuit evolution where the run kept checkpoints (committed results keep none)."""
+    from analyses.studies.report_page import accuracy_figure
+    from analyses.studies.study_a import circuit_evolution_figure
+    from interp.store import list_checkpoints
+
+    if list_checkpoints(run_dir):
+        return circuit_evolution_figure(run_dir, progress=progress)
+    return accuracy_figure(run_dir)
 
 
 _EXECUTORS = click.Choice(["local", "slurm", "submitit-local"])
@@ -154,19 +165,34 @@ def sweep(
 
 
 @click.command()
-@click.argument("sweep_dir", type=click.Path(file_okay=False))
+@click.argument("folder", type=click.Path(file_okay=False, exists=True))
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Where to write report.html, rates.csv and runs.csv [default: FOLDER].",
+)
 @click.option(
     "--evolution/--no-evolution",
     default=False,
     show_default=True,
-    help="Per-run circuit-evolution figures (study A; computes fingerprints and gradients per checkpoint).",
+    help="Per-run circuit-evolution figures for runs with checkpoints (study A; computes and caches "
+    "fingerprints and gradients per checkpoint in the run folders).",
 )
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
-def report(sweep_dir: str, evolution: bool, no_progress: bool) -> None:
-    """Write SWEEP_DIR/report.html: rates per configuration with Wilson intervals, every run's figure."""
-    click.echo(
-        f"report: {write_sweep_report(Path(sweep_dir), evolution=evolution, progress=not no_progress)}"
+def report(folder: str, out: str | None, evolution: bool, no_progress: bool) -> None:
+    """Report the sweeps in FOLDER (one sweep, or a results folder with several below it): what
+    was run, milestone rates with Wilson intervals, and every run, finished or not.
+
+    \b
+    Examples:
+      interp report runs/demo
+      interp report results/study-a --out /tmp/study-a-report
+    """
+    path = write_sweep_report(
+        Path(folder), evolution=evolution, progress=not no_progress, out=Path(out) if out else None
     )
+    click.echo(f"report: {path}")
 
 
 @click.command()

@@ -1,4 +1,4 @@
-"""Per-group gradient decomposition (study A, SCIENCE.md "Per-group gradient decomposition").
+"""Per-group gradient decomposition (study A, docs/study_a.md and docs/concepts/gradients.md).
 
 For two groups of a split's examples (study A: `consistent` / `opposing` training examples;
 study C: `clean` / `corrupted`), ``g_a`` is the gradient of the mean loss over group a and
@@ -12,7 +12,7 @@ report:
   groups partition the split) and its norm, absolute and relative to
   ``(n_a |g_a| + n_b |g_b|) / (n_a + n_b)`` (0: the groups cancel exactly; 1: they agree).
 
-**The trivial part (SCIENCE.md, "The gradient ratio has a trivial part").** At any stationary
+**The trivial part (docs/study_a.md, "Cautions we measured").** At any stationary
 point of the full-batch loss the net gradient is zero, so ``n_a g_a = -n_b g_b``: the cosine is
 -1 and ``|g_b| / |g_a| = n_a / n_b`` (``r / (1 - r)`` for study A's train split, 9 at r = 0.9)
 *whatever the circuits do*. The count-weighted amplification is exactly the group-mean
@@ -20,7 +20,7 @@ amplification divided by that trivial value, so it is 1 there. Only departures f
 identity carry information: a count-weighted amplification away from 1, a cosine away from
 -1, a net gradient that does not vanish. The study's 9-17x at r = 0.9 means 1-1.9x relative.
 
-Gradients come from `torch.autograd.grad` (never backward hooks, DESIGN.md), in chunks whose
+Gradients come from `torch.autograd.grad` (never backward hooks: they would see a caller's hooks), in chunks whose
 per-group loss sums are scaled by the group sizes, so memory is bounded and the result equals
 the full-batch gradient up to float summation order. Blocks are found from parameter names
 (`block_of`), so the same code serves the transformer and study C's quadratic MLP.

@@ -1,4 +1,4 @@
-"""Circuit fingerprints of attention heads (study A, SCIENCE.md "Circuit fingerprints per head").
+"""Circuit fingerprints of attention heads (study A, docs/concepts/fingerprints.md).
 
 Study A's mechanism has two phases told apart by what each head does at the readout position
 (the SEP token, last position):

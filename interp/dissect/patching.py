@@ -255,7 +255,7 @@ class SiteEffect:
         logit_diff: Patched logit difference per index.
         recovery: Normalised logit-difference recovery per index.
         accuracy: Patched accuracy against the source labels per index.
-        per_example: Patched logit difference of every pair, [*index shape, batch] (its mean
+        per_example: Patched logit difference of every pair, ``[*index shape, batch]`` (its mean
             over the last axis is `logit_diff`).
     """
 

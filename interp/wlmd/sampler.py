@@ -1,7 +1,7 @@
 """Wang-Landau molecular dynamics (WLMD): sampling parameters flat in two collective variables.
 
 Study B's equilibrium models are samples of WLMD on the sphere ``||theta|| = R``. The recipe
-(SCIENCE.md, from the authors' "high-entropy advantage" work), generic over any model and task:
+(docs/study_b.md, from the authors' earlier work on the high-entropy advantage), generic over any model and task:
 
 * collective variables (`ModelCVs`): ``x = ln(train loss)``, ``y = 10 * mean sigmoid(k margin)``
   on held-out data (margin = correct logit minus the largest other logit);

@@ -15,7 +15,7 @@ import torch
 import analyses.studies.study_a as circuit_evolution
 from analyses import get_analysis, load_subject
 from analyses.evolution import evolve
-from analyses.studies.report import rate_table, wilson
+from analyses.studies.report import load_results, rate_table, wilson
 from interp.cli import main
 from interp.store import checkpoint_dir, list_checkpoints
 from interp.store.run_folder import is_done, read_done
@@ -75,7 +75,7 @@ def test_report_table_matches_the_runs_summaries(sweep_dir, capsys):
     code, out, _ = _cli(capsys, "report", sweep_dir, "--no-progress")
     assert code == 0 and (sweep_dir / "report.html").exists()
     specs, _ = read_sweep(sweep_dir)
-    table = rate_table(specs)
+    table = rate_table(load_results(sweep_dir)[1])
     assert len(table) == 4 * 3  # 2 presets x 2 ratios x 3 milestones (generalized, rule, memorized)
     for row in table.itertuples():
         runs = [s for s in specs if s.tags["preset"] == row.preset and s.tags["r"] == row.r]
@@ -84,7 +84,7 @@ def test_report_table_matches_the_runs_summaries(sweep_dir, capsys):
         assert (row.runs, row.reached, row.rate) == (2, reached, reached / 2)
         assert (row.ci_low, row.ci_high) == pytest.approx(wilson(reached, 2))
     html = (sweep_dir / "report.html").read_text()
-    assert "Wilson" in html and html.count("plotly-graph-div") >= 8
+    assert "Wilson" in html and html.count("<details data-figure=") == 8 and "NaN" not in html
 
 
 def test_wilson_interval_known_values():
@@ -122,16 +122,40 @@ def test_circuit_evolution_figure_and_explorer(sweep_dir):
     run = read_sweep(sweep_dir)[0][0].out
     fig = circuit_evolution.circuit_evolution_figure(run)
     names = {trace.name for trace in fig.data}
-    assert {
-        "train acc",
-        "val acc",
-        "adv acc",
-        "cos(g_c, g_o)",
-        "L0H0 qk_rho_weights",
-        "L0H0 ov_parity_rho",
-    } <= names
+    assert {"train", "val", "adv", "cosine", "ratio / (r/(1-r))", "L0H0"} <= names
+    # A head is one legend entry (and one colour) across its three panels.
+    heads = [t for t in fig.data if t.name == "L0H0"]
+    assert len(heads) == 3 and sum(bool(t.showlegend) for t in heads) == 1
+    assert len({t.line.color for t in heads}) == 1
+    # Every panel shares one log step axis; step 0 is drawn (at half the first positive step).
+    assert {fig.layout[name].type for name in fig.layout if name.startswith("xaxis")} == {"log"}
+    assert all(min(t.x) > 0 for t in fig.data) and 0 in fig.data[0].customdata
     explorer = circuit_evolution.attention_explorer(run)
     assert len(explorer.frames) == len(list_checkpoints(run))
+    assert explorer.layout.sliders[0].steps[0].label == "0"
+
+
+def test_the_phase2_onset_line_and_label_sit_at_the_onset_on_the_log_axis(sweep_dir, tmp_path):
+    import math
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(read_sweep(sweep_dir)[0][0].out, run)
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    onset = records[-2]["step"]
+    for record in records:
+        if record["step"] >= onset:
+            record |= {"val/acc": 1.0, "adv/acc": 0.9}
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    fig = circuit_evolution.circuit_evolution_figure(run)
+    # Shapes take data units on a log axis, annotations log10 units (plotly's conventions):
+    # an annotation at x = onset would stretch the axis to 10^onset.
+    lines = [s for s in fig.layout.shapes if s.x0 == s.x1 and s.yref.endswith("domain")]
+    assert len(lines) == 6 and {s.x0 for s in lines} == {onset}
+    (label,) = [a for a in fig.layout.annotations if a.text.startswith("phase 2")]
+    assert label.x == pytest.approx(math.log10(onset)) and label.xref == "x"
+    low, high = fig.layout.xaxis.range
+    assert low < math.log10(onset) < high < math.log10(records[-1]["step"]) + 1
 
 
 def test_phase2_onset_on_a_synthetic_stream():

@@ -1,4 +1,4 @@
-"""The package layout of DESIGN.md: import direction, and packages resolved from this checkout."""
+"""The package layout of docs/architecture.md: import direction, and packages resolved from this checkout."""
 
 from __future__ import annotations
 

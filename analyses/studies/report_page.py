@@ -1,0 +1,306 @@
+"""The HTML report of a results folder (`interp report`): readable at a glance, offline, fast.
+
+The page says in prose and a small table what was run (each sweep's models, what varied,
+seeds, data and training, and the command that reruns it), then the milestone rates as
+percentages with Wilson 95% intervals (a table and a figure with error bars), then one
+collapsible section per run: its state in one line and, when opened, its figure. Run figures
+are drawn only when their section opens, so a report of 60 runs loads as fast as one of 6;
+plotly.js sits in a file beside the page, so it opens without a network. `rates.csv` and
+`runs.csv` hold the same numbers for other tools.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import plotly.graph_objects as go
+
+from analyses.studies.plots import (
+    PLOTLY_JS,
+    StepAxis,
+    add_step_marker,
+    milestone_colour,
+    split_colour,
+    write_plotly_js,
+)
+from analyses.studies.report import (
+    FINISHED,
+    NOT_STARTED,
+    RunState,
+    config_label,
+    configurations,
+    format_epoch,
+    load_results,
+    milestone_rates,
+    percent,
+    rate_rows,
+    rate_table,
+    runs_frame,
+)
+from analyses.studies.report_sweeps import sweep_rows
+from interp.store.atomic import atomic_write_text
+from interp.store.run_folder import read_metrics
+
+REPORT_FILE, RATES_FILE, RUNS_FILE = "report.html", "rates.csv", "runs.csv"
+# What study A's milestones mean (docs/study_a.md); other milestones are described by their metric.
+MILESTONE_TEXT = {
+    "generalized": "adv accuracy 100% at an evaluation (the study's definition; on a binary label "
+    "the inverted shortcut also gets there)",
+    "rule": "val and adv accuracy both 100% at the same evaluation: the true rule",
+    "memorized": "every shortcut-opposing training example right: what a run does instead of the rule",
+}
+Figure = Callable[[Path], go.Figure]
+
+
+def accuracy_figure(run_dir: str | Path, milestones: dict[str, dict[str, Any]] | None = None) -> go.Figure:
+    """Accuracy per split against epochs (log axis, step 0 shown) from a run's metrics, with
+    the epochs at which the run reached its `milestones` (a run summary's) marked.
+    """
+    run_dir = Path(run_dir)
+    records = read_metrics(run_dir)
+    splits = list(
+        dict.fromkeys(k.split("/")[0] for r in records for k in r if k.count("/") == 1 and k.endswith("/acc"))
+    )
+    axis = StepAxis([r["step"] for r in records] or [0])
+    fig = go.Figure()
+    for split in splits:
+        scored = [r for r in records if f"{split}/acc" in r]
+        fig.add_scatter(
+            **axis.trace([r["step"] for r in scored]),
+            y=[r[f"{split}/acc"] for r in scored],
+            name=split,
+            line={"color": split_colour(split)},
+            hovertemplate=f"split {split}<br>epoch %{{customdata:,}}<br>accuracy %{{y:.3f}}<extra></extra>",
+        )
+    reached = [(n, m["step"]) for n, m in (milestones or {}).items() if m["step"] is not None]
+    for index, (name, step) in enumerate(reached):
+        # Labels stacked downwards: milestones are often reached at the same evaluation.
+        add_step_marker(fig, axis, step, name, colour=milestone_colour(name), label_y=1 - 0.09 * index)
+    fig.update_xaxes(**axis.layout())
+    fig.update_yaxes(title_text="accuracy", range=[-0.02, 1.04])
+    fig.update_layout(height=340, margin={"t": 40, "b": 50}, legend={"title": {"text": "split"}})
+    return fig
+
+
+def rates_figure(runs: list[RunState]) -> go.Figure:
+    """Milestone rates per configuration (bars, percent) with their Wilson 95% intervals."""
+    groups = configurations(runs)
+    several = len({key[0] for key in groups}) > 1
+    labels = {key: (f"{key[0]}: " if several else "") + config_label(dict(key[1:])) for key in groups}
+    fig = go.Figure()
+    by_name: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for key, group in groups.items():
+        for rates in milestone_rates(group):
+            if rates["finished"]:
+                by_name.setdefault(rates["milestone"], []).append((labels[key], rates))
+    for name, points in by_name.items():
+        rate = [100 * p["rate"] for _, p in points]
+        fig.add_bar(
+            x=[label for label, _ in points],
+            y=rate,
+            name=name,
+            marker_color=milestone_colour(name),
+            error_y={
+                "type": "data",
+                "symmetric": False,
+                "array": [100 * p["ci_high"] - r for (_, p), r in zip(points, rate)],
+                "arrayminus": [r - 100 * p["ci_low"] for (_, p), r in zip(points, rate)],
+            },
+            customdata=[
+                [p["reached"], p["finished"], 100 * p["ci_low"], 100 * p["ci_high"]] for _, p in points
+            ],
+            hovertemplate=f"%{{x}}<br>{name}: %{{customdata[0]}} of %{{customdata[1]}} runs = %{{y:.0f}}%"
+            "<br>Wilson 95% interval [%{customdata[2]:.0f}%, %{customdata[3]:.0f}%]<extra></extra>",
+        )
+    fig.update_layout(
+        barmode="group",
+        title="Milestone rates per configuration (finished runs; bars: Wilson 95% intervals)",
+        yaxis={"title": {"text": "runs that reached it (%)"}, "range": [0, 105]},
+        xaxis={"title": {"text": "configuration"}},
+        legend={"title": {"text": "milestone"}},
+        height=420,
+    )
+    return fig
+
+
+def write_report(folder: str | Path, out: str | Path | None = None, *, figure: Figure | None = None) -> Path:
+    """Write `report.html`, `rates.csv` and `runs.csv` for every sweep below `folder`.
+
+    Args:
+        folder: A sweep folder, or a folder with sweeps below it; only read.
+        out: Where to write (default: `folder`).
+        figure: Each run's figure from its folder (default: accuracy curves; `interp report
+            --evolution` draws study A's circuit evolution for runs with checkpoints).
+
+    Returns:
+        The path of `report.html`.
+    """
+    folder = Path(folder)
+    out = Path(out) if out is not None else folder
+    sweeps, runs = load_results(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    rate_table(runs).to_csv(out / RATES_FILE, index=False)
+    runs_frame(runs).to_csv(out / RUNS_FILE, index=False)
+    write_plotly_js(out)
+    body = [
+        f"<h1>Report: {html.escape(folder.name or str(folder))}</h1>",
+        _lead(folder, runs, len(sweeps)),
+        "<h2>What was run</h2>",
+        _table(sweep_rows(folder, sweeps, runs), ["sweep"] if len(sweeps) > 1 else []),
+        "<h2>Milestone rates</h2>",
+        _milestone_list(runs),
+        _rates_html(rate_rows(runs), several=len(sweeps) > 1),
+        _figure_div("rates", rates_figure(runs), eager=True),
+        f"<h2>Runs ({len(runs)})</h2>",
+        "<p>Open a run to draw its figure.</p>",
+        *(_run_section(index, run, figure) for index, run in enumerate(runs)),
+    ]
+    atomic_write_text(out / REPORT_FILE, _page(f"Report: {folder.name}", "\n".join(body)))
+    return out / REPORT_FILE
+
+
+def _lead(folder: Path, runs: list[RunState], n_sweeps: int) -> str:
+    counts = {s: sum(r.status == s for r in runs) for s in (FINISHED, "unfinished", NOT_STARTED)}
+    state = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+    sweeps = f"{n_sweeps} sweeps" if n_sweeps > 1 else "one sweep"
+    return (
+        f"<p class='lead'>{len(runs)} runs in {sweeps}: {state}. Rates count finished runs; an "
+        "unfinished run shows how far it got. Rebuild this page with "
+        f"<code>interp report {html.escape(str(folder))}</code>.</p>"
+    )
+
+
+def _milestone_list(runs: list[RunState]) -> str:
+    seen: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        for name, m in run.milestones.items():
+            seen.setdefault(name, m)
+    items = [
+        f"<li><b>{html.escape(n)}</b>: {html.escape(MILESTONE_TEXT.get(n, _metric_text(m)))}</li>"
+        for n, m in seen.items()
+    ]
+    return (
+        "<p>A milestone is reached at the first evaluation where it holds; <i>kept</i> if it still "
+        "holds at the last evaluation, <i>transient</i> if not. Rates are percentages of finished "
+        "runs with their Wilson 95% intervals.</p><ul>" + "".join(items) + "</ul>"
+    )
+
+
+def _metric_text(m: dict[str, Any]) -> str:
+    return f"{m['metric']} at or above {percent(m['threshold'])}"
+
+
+def _rates_html(rows: list[dict[str, str]], *, several: bool) -> str:
+    names = list(dict.fromkeys(k for row in rows for k in row if k not in ("sweep", "configuration", "runs")))
+    milestones = [n for n in names if not n.endswith(": when")]
+    head = "".join(f"<th>{html.escape(n)}</th>" for n in ["configuration", "runs", *milestones])
+    body = []
+    for row in rows:
+        label = (f"{row['sweep']}: " if several else "") + row["configuration"]
+        cells = [f"<td>{html.escape(label)}</td>", f"<td class='num'>{html.escape(row['runs'])}</td>"]
+        for name in milestones:
+            rate, when = row.get(name, "-"), row.get(f"{name}: when", "")
+            cells.append(f"<td>{html.escape(rate)}<br><small>{html.escape(when)}</small></td>")
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    return f"<table class='rates'><tr>{head}</tr>{''.join(body)}</table>"
+
+
+def _table(rows: list[dict[str, str]], drop: list[str]) -> str:
+    columns = [c for c in dict.fromkeys(k for row in rows for k in row) if c not in drop]
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{_cell(c, row.get(c, ''))}</td>" for c in columns) + "</tr>" for row in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _cell(column: str, value: str) -> str:
+    return f"<code>{html.escape(value)}</code>" if column == "command" else html.escape(value)
+
+
+def _run_section(index: int, run: RunState, figure: Figure | None) -> str:
+    title = f"{config_label(run.config)}, seed {run.spec.tags.get('seed', '?')}"
+    if run.sweep != ".":
+        title = f"{run.sweep}: {title}"
+    summary = f"<b>{html.escape(title)}</b> &mdash; {html.escape(run_line(run))}"
+    if run.status == NOT_STARTED:
+        return f"<details><summary>{summary}</summary><p>No metrics yet.</p></details>"
+    fig = accuracy_figure(run.spec.out, run.milestones) if figure is None else figure(run.spec.out)
+    fig.update_layout(title=title)
+    return (
+        f"<details data-figure='fig-{index}'><summary>{summary}</summary>"
+        f"{_milestone_table(run)}{_figure_div(f'fig-{index}', fig, eager=False)}</details>"
+    )
+
+
+def run_line(run: RunState) -> str:
+    """One line on a run: its state, its milestones, its accuracies (final, or best so far)."""
+    if run.status == NOT_STARTED:
+        return "not started"
+    planned = run.spec.train.get("epochs")
+    if run.status == FINISHED:
+        head = f"finished, {format_epoch(run.epoch)} epochs"
+    else:
+        head = f"unfinished: epoch {format_epoch(run.epoch)}" + (f" of {planned:,}" if planned else "")
+    reached = [
+        f"{n} at {format_epoch(m['step'])} ({'kept' if m['kept'] else 'transient'})"
+        for n, m in run.milestones.items()
+        if m["step"] is not None
+    ]
+    never = [n for n, m in run.milestones.items() if m["step"] is None]
+    parts = [head, *reached] + ([f"never {', '.join(never)}"] if never else [])
+    accs = {k[:-4]: v for k, v in run.final.items() if k.endswith("/acc") and k.count("/") == 1}
+    if accs:
+        parts.append("final " + ", ".join(f"{k} {percent(v)}" for k, v in accs.items()))
+    if run.status != FINISHED and "adv/acc" in run.best:
+        parts.append(f"best adv {percent(run.best['adv/acc'])}")
+    return "; ".join(parts)
+
+
+def _milestone_table(run: RunState) -> str:
+    rows = "".join(
+        f"<tr><td>{html.escape(n)}</td><td class='num'>{format_epoch(m['step'])}</td>"
+        f"<td>{'' if m['step'] is None else ('kept' if m['kept'] else 'transient')}</td></tr>"
+        for n, m in run.milestones.items()
+    )
+    return f"<table class='small'><tr><th>milestone</th><th>epoch</th><th>at the end</th></tr>{rows}</table>"
+
+
+def _figure_div(name: str, fig: go.Figure, *, eager: bool) -> str:
+    # JSON inside <script type=application/json>: "</" would end the script element early.
+    spec = fig.to_json().replace("</", "<\\/")
+    return (
+        f"<div class='figure' id='{name}-div'></div>"
+        f"<script type='application/json' id='{name}' data-eager='{str(eager).lower()}'>{spec}</script>"
+    )
+
+
+_SCRIPT = """
+function draw(id) {
+  const spec = JSON.parse(document.getElementById(id).textContent);
+  Plotly.newPlot(id + "-div", spec.data, spec.layout, {responsive: true, displaylogo: false});
+}
+document.querySelectorAll("script[data-eager='true']").forEach(s => draw(s.id));
+document.querySelectorAll("details[data-figure]").forEach(d => d.addEventListener("toggle", () => {
+  if (d.open && !d.dataset.drawn) { d.dataset.drawn = "1"; draw(d.dataset.figure); }
+}));
+"""
+_STYLE = """
+body { font-family: system-ui, sans-serif; max-width: 1250px; margin: 2em auto; padding: 0 1em; color: #222; }
+.lead { font-size: 1.1em; } table { border-collapse: collapse; margin: 0.8em 0; }
+th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; vertical-align: top; }
+th { background: #f2f2f2; } td.num { text-align: right; } small { color: #555; }
+table.small { font-size: 0.9em; } details { border-bottom: 1px solid #ddd; padding: 0.4em 0; }
+summary { cursor: pointer; } code { background: #f5f5f5; padding: 0 0.2em; }
+"""
+
+
+def _page(title: str, body: str) -> str:
+    return (
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{_STYLE}</style><script src='{PLOTLY_JS}'></script></head>"
+        f"<body>{body}<script>{_SCRIPT}</script></body></html>"
+    )
