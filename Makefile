@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q $(TORCH_SPEC)
-	$(BIN)/python -m pip install -q -e '.[test,cluster]' '$(TL_SPEC)'
+	$(BIN)/python -m pip install -q -e '.[test,cluster,docs]' '$(TL_SPEC)'
 	touch $@
 
 install: $(STAMP)
@@ -46,13 +46,9 @@ test-tl4:
 	$(MAKE) VENV=.venv-tl4 TL_SPEC='transformer-lens>=4,<5' install
 	.venv-tl4/bin/python -m pytest -q tests/unit/models
 
-# The docs site (Sphinx + MyST-NB + furo), tutorials executed, warnings as errors.
-DOCS_STAMP := $(VENV)/.docs-installed
-$(DOCS_STAMP): $(STAMP)
-	$(BIN)/python -m pip install -q -e '.[docs]'
-	touch $@
-
-docs: $(DOCS_STAMP)
+# The docs site (Sphinx + MyST-NB + furo, installed with the rest: the tests build a tutorial
+# page), tutorials executed, warnings as errors.
+docs: $(STAMP)
 	$(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html
 
 clean:

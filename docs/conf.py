@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -55,3 +56,21 @@ napoleon_numpy_docstring = False
 # field a second time beside autodoc's own entry (duplicate object warnings).
 napoleon_use_ivar = True
 nitpicky = False
+
+
+# plotly's "notebook" renderer (the tutorials' figures) puts a MathJax <script> from a CDN before
+# every figure. Our figures use no TeX, and the docs must work offline (a failed load is a
+# console error on every page with a figure), so the built pages drop it.
+_PLOTLY_MATHJAX = re.compile(
+    r'<script src="https://cdnjs\.cloudflare\.com/ajax/libs/mathjax/[^"]+"></script>'
+)
+
+
+def _offline_figures(app, pagename, templatename, context, doctree) -> None:
+    if "body" in context:
+        context["body"] = _PLOTLY_MATHJAX.sub("", context["body"])
+
+
+def setup(app) -> None:
+    """Connect the page hook above (Sphinx calls `setup` of conf.py like an extension's)."""
+    app.connect("html-page-context", _offline_figures)

@@ -243,7 +243,7 @@ def attention_explorer(run_dir: str | Path, split: str = "adv", max_examples: in
         rows=1,
         cols=2,
         column_widths=[0.55, 0.45],
-        horizontal_spacing=0.12,
+        horizontal_spacing=_EXPLORER_GAP,
         subplot_titles=(f"mean attention from the readout on {split}", f"head fingerprints on {split}"),
     )
     for index, trace in enumerate(frames[0].data):
@@ -259,15 +259,23 @@ def attention_explorer(run_dir: str | Path, split: str = "adv", max_examples: in
     ]
     fig.update_layout(
         title=f"Checkpoint explorer: {run_title(run_dir)}",
-        sliders=[{"steps": steps, "currentvalue": {"prefix": "epoch "}, "pad": {"t": 50}}],
+        # The slider goes below the heatmap's rotated position labels and its axis title.
+        sliders=[{"steps": steps, "currentvalue": {"prefix": "epoch "}, "pad": {"t": 95}}],
         barmode="group",
-        legend={"title": {"text": "head"}},
-        height=520,
+        legend={"title": {"text": "head"}, "x": 1.09},
+        height=580,
     )
     fig.update_xaxes(title_text="key position", row=1, col=1)
     fig.update_yaxes(title_text="layer, head", autorange="reversed", row=1, col=1)
-    fig.update_yaxes(title_text="rho / attention weight", range=[-1.05, 1.05], row=1, col=2)
+    # Its axis on the right: the gap between the panels holds the heatmap's colour bar.
+    fig.update_yaxes(title_text="rho / attention weight", range=[-1.05, 1.05], side="right", row=1, col=2)
     return fig
+
+
+# The explorer's two panels: the gap between them, and the heatmap's colour bar just right of
+# the first panel (which ends at 0.55 of the width left after the gap).
+_EXPLORER_GAP = 0.16
+_EXPLORER_COLORBAR_X = 0.55 * (1 - _EXPLORER_GAP) + 0.012
 
 
 def _explorer_traces(mean: torch.Tensor, fingerprint: Any, split: str, step: int, top: float) -> list[Any]:
@@ -281,7 +289,7 @@ def _explorer_traces(mean: torch.Tensor, fingerprint: Any, split: str, step: int
             zmin=0,
             zmax=top,
             colorscale="Viridis",
-            colorbar={"title": {"text": "attention"}, "x": 0.5, "thickness": 14, "len": 0.9},
+            colorbar={"title": {"text": "attention"}, "x": _EXPLORER_COLORBAR_X, "thickness": 14, "len": 0.9},
             hovertemplate=f"%{{y}} -> %{{x}}<br>split {split}, epoch {step:,}<br>attention %{{z:.3f}}<extra></extra>",
         )
     ]

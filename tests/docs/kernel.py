@@ -26,18 +26,10 @@ def code_cells(path: Path) -> list[str]:
 
 
 def execute(cells: list[str], cwd: Path, monkeypatch: pytest.MonkeyPatch, timeout: int = 900):
-    """Execute `cells` in a fresh python3 kernel started in `cwd`; return the executed notebook.
+    """Execute `cells` in a fresh python3 kernel started in `cwd`; return the executed notebook."""
+    import nbclient  # the test extra: a missing one is a failure, not a skip
+    import nbformat
 
-    Skips (with the reason) where nbclient, nbformat or ipykernel are not installed: they come
-    with the `test` extra.
-    """
-    nbformat = pytest.importorskip(
-        "nbformat", reason="notebook tests need nbformat (pip install -e '.[test]')"
-    )
-    nbclient = pytest.importorskip(
-        "nbclient", reason="notebook tests need nbclient (pip install -e '.[test]')"
-    )
-    pytest.importorskip("ipykernel", reason="notebook tests need ipykernel (pip install -e '.[test]')")
     for name, value in KERNEL_ENV.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("INTERP_DOCS_TINY", "1")

@@ -135,3 +135,12 @@ def test_the_cli_page_documents_every_command_and_option():
         for param in command.params:
             if isinstance(param, click.Option):
                 assert f"`{param.opts[0]}`" in text, f"{name} {param.opts[0]}"
+
+
+def test_study_as_rates_table_is_the_report_of_the_committed_results():
+    """docs/study_a.md quotes `interp report results/study-a` as it stands: the committed records
+    and the page cannot drift apart (rebuild the table with `rate_markdown` after exporting runs).
+    """
+    from analyses.studies.report import rate_markdown
+
+    assert rate_markdown(DOCS.parent / "results" / "study-a") in (DOCS / "study_a.md").read_text()

@@ -6,6 +6,7 @@ CPU, so a broken option, folder layout or report step fails in `make test`, not 
 
 from __future__ import annotations
 
+import csv
 import os
 import subprocess
 import sys
@@ -35,3 +36,10 @@ def test_the_dry_run_trains_four_vectorised_groups_and_reports(tmp_path):
             for spec in specs:
                 done = read_done(spec.out)
                 assert done["epochs"] == 4 and set(done["milestones"]) == {"generalized", "rule", "memorized"}
+    # One report over the four groups: every configuration a row of its rates table.
+    with open(out / "rates.csv") as table:
+        rows = list(csv.DictReader(table))
+    cells = {(row["preset"], float(row["r"])) for row in rows if row["milestone"] == "rule"}
+    assert cells == {(p, r) for p in ("mpsp-2l2h", "mpsp-1l1h") for r in (0.9, 0.5)}
+    assert all(row["runs"] == "2" and row["finished"] == "2" for row in rows)
+    assert (out / "report.html").is_file()
