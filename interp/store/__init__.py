@@ -13,6 +13,7 @@ _NAMES = {
     "save_checkpoint": "interp.store.checkpoint",
     "list_checkpoints": "interp.store.checkpoint",
     "resolve_checkpoint": "interp.store.checkpoint",
+    "export_weights": "interp.store.export",
     "checkpoint_dir": "interp.store.run_folder",
     "checkpoint_name": "interp.store.run_folder",
     "run_of": "interp.store.run_folder",

@@ -1,0 +1,52 @@
+"""Weights-only checkpoint series for the repository (interp/store/export.py)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+
+from analyses import load_subject
+from interp.errors import CheckpointError
+from interp.store import export_weights, list_checkpoints, load_checkpoint
+from interp.store.export import log_spaced
+from interp.training import TrainConfig, train
+from tasks import MPSPTask
+from tests.builders import tiny_transformer
+
+
+def test_log_spacing_keeps_the_ends_and_spreads_the_rest():
+    steps = [0, 1, 2, 3, 5, 7, 10, 14, 20, 28, 40, 100, 1000, 2000, 3000, 10000]
+    chosen = log_spaced(steps, 5)
+    assert chosen[0] == 0 and chosen[-1] == 10000 and len(set(chosen)) == 5
+    assert log_spaced(steps[:3], 5) == steps[:3]
+    with pytest.raises(ValueError, match="count must be >= 2"):
+        log_spaced(steps, 1)
+
+
+def test_exported_weights_load_and_analyse_like_the_originals(tmp_path):
+    task = MPSPTask(r=0.9, vocab=8, n_train=64, n_val=16, n_adv=16)
+    run = tmp_path / "run"
+    train(run, tiny_transformer(task), task, TrainConfig(epochs=20, eval_every=5, checkpoint_log_points=8))
+    dest = tmp_path / "results" / "run"
+    dest.mkdir(parents=True)
+    shutil.copyfile(run / "config.json", dest / "config.json")
+
+    steps = export_weights(run, dest, count=4)
+    assert steps == list_checkpoints(dest) and len(steps) == 4 and steps[-1] == list_checkpoints(run)[-1]
+    for step in steps:
+        original, copy = (load_checkpoint(r / "checkpoints" / f"step_{step:06d}") for r in (run, dest))
+        assert copy.train_state is None and original.train_state is not None  # weights only
+        assert copy.meta == original.meta
+        for name, tensor in original.state_dict.items():
+            assert torch.equal(copy.state_dict[name], tensor), name
+    # The copy is a run an analysis opens (its latest checkpoint, splits checked against the meta).
+    assert load_subject(dest).step == steps[-1]
+    # A second export with fewer steps leaves exactly those.
+    assert export_weights(run, dest, count=2) == list_checkpoints(dest) == [steps[0], steps[-1]]
+
+
+def test_export_says_what_is_missing(tmp_path):
+    with pytest.raises(CheckpointError, match="no checkpoints"):
+        export_weights(tmp_path, tmp_path / "dest")
