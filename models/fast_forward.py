@@ -15,7 +15,11 @@ It is fast because it does only the work a last-position loss needs, and uses ex
   causal mask included) and the value vectors already multiplied by `W_O` (per head). Layer 0's
   attention is then gathers, a softmax and one tiny batched matmul: no per-example Q/K/V/O
   matmul. The gathers' backward is a `scatter_add_` (much faster on CPU than the
-  `index_put_(accumulate=True)` torch uses for indexing).
+  `index_put_(accumulate=True)` torch uses for indexing). A 1-layer model reads the attention
+  at the last position only; with `fused_mix=True` (fp32, not under `vmap`) its mix of the
+  `W_O`-multiplied values is one `embedding_bag` (a weighted sum of table rows) instead of a
+  gather and a batch of one-row matmuls, which were the largest cost of study B's WLMD step
+  after the MLP (`benchmarks/wlmd_step.py`).
 * **The last layer works at the readout position only.** Only its query, attention row, MLP,
   `ln_final` and unembedding at the last position matter. Its keys and values are never
   formed: `score[p] = (W_K q) . ln1(x_p) + q . b_K` and, since the attention pattern sums to 1,
@@ -113,7 +117,9 @@ def _mlp(block: nn.Module, resid: Tensor, cdt: torch.dtype) -> Tensor:
     return resid + torch.addmm(mlp.b_out.to(cdt), post, mlp.W_out.to(cdt))
 
 
-def _layer0(model: nn.Module, tokens: Tensor, cdt: torch.dtype, only_last: bool) -> Tensor:
+def _layer0(
+    model: nn.Module, tokens: Tensor, cdt: torch.dtype, only_last: bool, fused_mix: bool = False
+) -> Tensor:
     """Layer 0's attention block from tables: resid_mid at every position `[batch, pos,
     d_model]`, or at the last position only `[batch, d_model]` when `only_last`.
     """
@@ -149,12 +155,24 @@ def _layer0(model: nn.Module, tokens: Tensor, cdt: torch.dtype, only_last: bool)
 
     idx = tokens + torch.arange(n_pos, device=dev) * V  # [batch, pos] table rows
     heads = torch.arange(H, device=dev)
-    ov = _gather(ov_table, idx, cdt).view(batch, n_pos * H, D)  # [batch, (key pos, head), d_model]
     if only_last:
         rows = ((tokens[:, -1:] * PV + idx) * H).unsqueeze(-1) + heads  # [batch, key, head]
         pattern = F.softmax(_gather(score_table, rows, X.dtype).view(batch, n_pos, H), dim=1)
-        out = torch.bmm(pattern.view(batch, 1, n_pos * H).to(cdt), ov).view(batch, D)
+        if fused_mix and cdt == X.dtype:
+            # sum_(p, h) pattern[p, h] * ov_table[(idx_p, h)] in one fused kernel: no
+            # [batch, pos * heads, d_model] gather and no batch of 1-row matmuls (3x faster
+            # forward + backward on CPU). Opt-in: vmap has no batching rule for it (vectorised
+            # training), and its summation order differs from the default path's in the last
+            # bits, which AdamW amplifies, so the default keeps training runs as they were.
+            bag = ((idx * H).unsqueeze(-1) + heads).view(batch, n_pos * H)  # rows (pv * H + h)
+            out = F.embedding_bag(
+                bag, ov_table.view(PV * H, D), per_sample_weights=pattern.view(batch, n_pos * H), mode="sum"
+            )
+        else:
+            ov = _gather(ov_table, idx, cdt).view(batch, n_pos * H, D)  # [batch, (key pos, head), d_model]
+            out = torch.bmm(pattern.view(batch, 1, n_pos * H).to(cdt), ov).view(batch, D)
         return _gather(resid_table, idx[:, -1], X.dtype) + out
+    ov = _gather(ov_table, idx, cdt).view(batch, n_pos * H, D)  # [batch, (key pos, head), d_model]
     rows = ((idx.unsqueeze(2) * PV + idx.unsqueeze(1)) * H).unsqueeze(-1) + heads  # [batch, q, k, head]
     pattern = F.softmax(_gather(score_table, rows, X.dtype).view(batch, n_pos, n_pos, H), dim=2)
     resid = _gather(resid_table, idx, X.dtype)
@@ -206,7 +224,9 @@ def _last_attention(block: nn.Module, resid: Tensor, cdt: torch.dtype) -> Tensor
     return resid[:, -1] + torch.addmm(const.to(cdt), mixed.view(batch, H * D), ov.to(cdt))
 
 
-def fast_readout(model: nn.Module, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch d_vocab_out"]:
+def fast_readout(
+    model: nn.Module, tokens: Int[Tensor, "batch pos"], *, fused_mix: bool = False
+) -> Float[Tensor, "batch d_vocab_out"]:
     """Return `model(tokens)[:, -1]` of a `Transformer`, without hooks, fast.
 
     Differentiable with respect to every parameter; equal to the hooked forward pass to 1e-5 in
@@ -217,7 +237,11 @@ def fast_readout(model: nn.Module, tokens: Int[Tensor, "batch pos"]) -> Float[Te
     Args:
         model: A `models.transformer.Transformer`.
         tokens: Token ids `[batch, pos]`, `pos <= n_ctx`.
+        fused_mix: 1-layer models in fp32: mix the attention values with one `embedding_bag`
+            (about 3x faster on CPU; not under `vmap`). Study B's WLMD uses it.
     """
+    if fused_mix:
+        return _call(lambda m, t, cdt: _fast_readout(m, t, cdt, fused_mix=True), model, tokens)
     return _call(_fast_readout, model, tokens)
 
 
@@ -239,12 +263,12 @@ def _call(
         return forward(model, tokens, cdt)
 
 
-def _fast_readout(model: nn.Module, tokens: Tensor, cdt: torch.dtype) -> Tensor:
+def _fast_readout(model: nn.Module, tokens: Tensor, cdt: torch.dtype, fused_mix: bool = False) -> Tensor:
     cfg = model.cfg
     n_layers = cfg.n_layers
     causal = cfg.attention_dir == "causal"
     if n_layers == 1:
-        resid = _layer0(model, tokens, cdt, only_last=True)
+        resid = _layer0(model, tokens, cdt, only_last=True, fused_mix=fused_mix)
     else:
         batch, n_pos = tokens.shape
         resid = _layer0(model, tokens, cdt, only_last=False).view(batch * n_pos, cfg.d_model)

@@ -46,7 +46,7 @@ from interp.training.config import FinetuneConfig
 from interp.training.finetune import finetune, trainable_norm
 from interp.wlmd.grid import GridSpec, Schedule
 from interp.wlmd.sampler import ModelCVs, WLMDConfig, wlmd_produce, wlmd_run
-from models import build_model, load_model, preset_config
+from models import Transformer, build_model, load_model, preset_config
 from models.vocab import extend_vocab
 from tasks import ModAddTask, NoiseInjectionTask
 
@@ -106,7 +106,18 @@ def _model_cvs(
         )
     task = ModAddTask(**{k_: v for k_, v in config["task"].items() if k_ != "name"})
     splits = task.splits(config["train"]["data_seed"])
-    return ModelCVs(model, splits["train"], splits["test"], k=k), task, splits
+    return ModelCVs(model, splits["train"], splits["test"], k=k, forward=wlmd_forward), task, splits
+
+
+def wlmd_forward(model: torch.nn.Module, tokens: torch.Tensor) -> torch.Tensor:
+    """Study B's WLMD forward: readout logits ``[batch, d_vocab_out]`` of ``tokens [batch, pos]``.
+
+    The fast training forward with the fused value mix (`models.fast_forward`, ``fused_mix``) for
+    a `models.Transformer`, else the model's `fast_readout` / `readout`. No hooks run.
+    """
+    if isinstance(model, Transformer):
+        return model.fast_readout(tokens, fused_mix=True)
+    return (getattr(model, "fast_readout", None) or model.readout)(tokens)
 
 
 def wlmd_sample(

@@ -67,19 +67,21 @@ def _grads(model: Transformer, logits: torch.Tensor, labels: torch.Tensor) -> di
     return {n: (p.grad if p.grad is not None else torch.zeros_like(p)) for n, p in model.named_parameters()}
 
 
+@pytest.mark.parametrize("fused_mix", [False, True], ids=["bmm", "fused"])
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: "-".join(map(str, c)))
-def test_fast_readout_matches_hooked_forward_and_gradients(config):
+def test_fast_readout_matches_hooked_forward_and_gradients(config, fused_mix):
+    # fused_mix changes the 1-layer path only (study B's WLMD); on deeper models it must be a no-op.
     model = _model(*config)
     tokens = _tokens(48)
     labels = torch.randint(0, D_OUT, (48,), generator=torch.Generator().manual_seed(1))
 
     hooked = model(tokens)[:, -1]
-    fast = fast_readout(model, tokens)
+    fast = fast_readout(model, tokens, fused_mix=fused_mix)
     assert fast.shape == hooked.shape and fast.dtype == torch.float32
     torch.testing.assert_close(fast, hooked, atol=1e-5, rtol=0)
 
     g_hooked = _grads(model, model(tokens)[:, -1], labels)
-    g_fast = _grads(model, fast_readout(model, tokens), labels)
+    g_fast = _grads(model, fast_readout(model, tokens, fused_mix=fused_mix), labels)
     assert g_fast.keys() == g_hooked.keys()
     for name in g_hooked:
         torch.testing.assert_close(g_fast[name], g_hooked[name], atol=1e-5, rtol=1e-4, msg=name)
@@ -125,6 +127,26 @@ def test_method_on_model_delegates():
     model = _model(2, 1, "LN", "causal", "relu", "standard", False)
     tokens = _tokens(5)
     torch.testing.assert_close(model.fast_readout(tokens), fast_readout(model, tokens), atol=0, rtol=0)
+
+
+def test_fused_mix_is_one_embedding_bag_and_the_default_is_not(monkeypatch):
+    # The opt-in really takes the fused path (else the parametrised equality above would test
+    # the default path twice), and the default training forward (vmapped by vectorised
+    # training, where embedding_bag has no batching rule) never does.
+    calls = []
+    original = F.embedding_bag
+    monkeypatch.setattr(F, "embedding_bag", lambda *a, **k: calls.append(1) or original(*a, **k))
+    model = _model(1, 2, None, "causal", "relu", "standard", False)
+    tokens = _tokens(5)
+    fast_readout(model, tokens)
+    assert calls == []
+    torch.testing.assert_close(
+        model.fast_readout(tokens, fused_mix=True),
+        fast_readout(model, tokens, fused_mix=True),
+        atol=0,
+        rtol=0,
+    )
+    assert len(calls) == 2
 
 
 def test_rejects_bad_token_shape():
