@@ -1,7 +1,7 @@
 """Wang-Landau molecular dynamics (WLMD): sampling parameters flat in two collective variables.
 
 Study B's equilibrium models are samples of WLMD on the sphere ``||theta|| = R``. The recipe
-(SCIENCE.md, from the authors' "high-entropy advantage" work), generic over any model and task:
+(from the study-B authors' "high-entropy advantage" work), generic over any model and task:
 
 * collective variables (`ModelCVs`): ``x = ln(train loss)``, ``y = 10 * mean sigmoid(k margin)``
   on held-out data (margin = correct logit minus the largest other logit);
@@ -423,3 +423,42 @@ def wlmd_produce(
                 break
         run.finish({"samples": len(saved), "steps": steps, "window": list(window)})
         return saved
+
+
+def walk_record(sampler: Sampler, start: Tensor, previous_S: Tensor | None = None) -> dict[str, Any]:
+    """How far a walk has come: a JSON-ready record of the sampler now.
+
+    Args:
+        sampler: The sampler.
+        start: The walkers' start ``[P]`` (or ``[n_walkers, P]``); cosines are measured to it.
+        previous_S: The walker-averaged ``S`` ``[n_x, n_y]`` of the previous record, or None.
+
+    Returns:
+        ``step``, per walker ``cosine`` (to the start), ``distance``, ``x``, ``y``; ``flatness``
+        of the summed histogram (min / mean of visited bins), ``visited`` bins, ``ln_f``,
+        ``walls``, ``S_change`` (max over visited bins of the change of ``S`` since
+        `previous_S`, both shifted to mean 0 over those bins: S is defined up to a constant;
+        None without a previous record) and ``S`` (the walker-averaged grid, as lists).
+    """
+    start = start.expand_as(sampler.theta)
+    cosine = F.cosine_similarity(sampler.theta.double(), start.double(), dim=1)
+    H = sampler.H.sum(0)
+    S = sampler.entropy()
+    change = None
+    visited = H > 0
+    if previous_S is not None and bool(visited.any()):
+        now, before = S[visited], previous_S.to(S.dtype)[visited]
+        change = float(((now - now.mean()) - (before - before.mean())).abs().max())
+    return {
+        "step": sampler.step,
+        "cosine": cosine.tolist(),
+        "distance": (sampler.theta - start).norm(dim=1).tolist(),
+        "x": sampler.cv[:, 0].tolist(),
+        "y": sampler.cv[:, 1].tolist(),
+        "flatness": flatness(H),
+        "visited": int(visited.sum()),
+        "ln_f": sampler.current_ln_f(),
+        "walls": sampler.walls,
+        "S_change": change,
+        "S": S.tolist(),
+    }
