@@ -201,6 +201,9 @@ def test_protocol_2_in_one_command_then_the_tables_from_its_records(tmp_path, ca
     assert code == 0, err
     settings = json.loads((dest / "settings.json").read_text())
     assert settings["wlmd"]["target_cosine"] == 0.9 and settings["max_steps"] == 3  # preset + overrides
+    assert settings["injection_keep_norm"] is False and settings["injection_lr"] == 3e-3
+    injection = json.loads((dest / "seed_0" / "inject-adamw-random" / "config.json").read_text())
+    assert injection["train"]["weight_norm"] is None and injection["train"]["lr"] == 3e-3
     walk = json.loads((dest / "seed_0" / "walk.json").read_text())
     assert walk[-1]["step"] in (4, 6) and all("S" not in r for r in walk[:-1])
     shutil.rmtree(out)
