@@ -151,6 +151,9 @@ def study_b_measure(
 
     torch.set_num_threads(threads)
     if not table_only:
+        from models.fast_forward import keep_freed_memory
+
+        keep_freed_memory()  # long full-batch loops reuse the same buffers (benchmarks/wlmd_step.py)
         measured.measure(out, seed_list, settings)
     click.echo(measured.write_tables(out).read_text())
     click.echo(f"figures: {len(measured.write_figures(out))} HTML files in {out}/seed_*/")
