@@ -13,6 +13,7 @@ from analyses.studies import study_b, study_b_measure
 from analyses.studies.study_b_settings import Y_TOP, StudyBSettings, settings_with
 from interp.cli import main
 from interp.errors import ConfigError
+from interp.store.checkpoint import load_checkpoint
 from interp.sweep.specs import seed_folder
 
 TINY = settings_with(
@@ -145,8 +146,13 @@ def test_protocol_fields_reach_the_injections_and_the_stop_is_recorded(measured_
     assert len(runs) == 6
     for run in runs:
         config = json.loads((run / "config.json").read_text())
-        assert config["train"]["weight_norm"] is None  # the norm constraint was dropped
+        assert config["train"]["weight_norm"] is None  # the norm constraint was dropped ...
         assert config["train"]["target_acc"] == 0.999 and config["train"]["max_steps"] == TINY.max_steps
+        final = load_checkpoint(run).state_dict  # ... so the norm moved off the starting sphere
+        norm = torch.linalg.vector_norm(
+            torch.cat([t.flatten() for t in final.values() if t.is_floating_point()])
+        )
+        assert abs(norm.item() - config["injection"]["norm_extended"]) > 1e-4
     assert len(frame) == 6
     for _, row in frame.iterrows():  # a run stops at the target or at the cap, and says which
         assert bool(row["reached"]) or row["steps"] == TINY.max_steps
