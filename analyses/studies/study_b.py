@@ -21,6 +21,7 @@ result tables.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -40,12 +41,13 @@ from interp.config import to_dict
 from interp.errors import ConfigError
 from interp.splits import split_digests
 from interp.store import checkpoint_dir, list_checkpoints
+from interp.store.atomic import atomic_write_json
 from interp.store.run_folder import read_metrics
 from interp.training import TrainConfig, run_config, train
 from interp.training.config import FinetuneConfig
 from interp.training.finetune import finetune, trainable_norm
 from interp.wlmd.grid import GridSpec, Schedule
-from interp.wlmd.sampler import ModelCVs, WLMDConfig, wlmd_produce, wlmd_run
+from interp.wlmd.sampler import ModelCVs, WLMDConfig, walk_record, wlmd_produce, wlmd_run
 from models import build_model, load_model, preset_config
 from models.vocab import extend_vocab
 from tasks import ModAddTask, NoiseInjectionTask
@@ -106,6 +108,8 @@ def _model_cvs(
         )
     task = ModAddTask(**{k_: v for k_, v in config["task"].items() if k_ != "name"})
     splits = task.splits(config["train"]["data_seed"])
+    # ModelCVs' default forward is the fast training forward (`models.fast_forward`): a 1-layer
+    # model's readout attention mixes its values with one embedding_bag, no hooks run.
     return ModelCVs(model, splits["train"], splits["test"], k=k), task, splits
 
 
@@ -147,16 +151,7 @@ def wlmd_sample(
     digests = split_digests(splits)
     out = Path(out)
     start = theta.expand(settings.walkers, -1).clone()
-    sampler = wlmd_run(
-        out / "entropy",
-        folder_config,
-        cvs,
-        start,
-        wcfg,
-        settings.steps,
-        checkpoint_every=settings.checkpoint_every,
-        digests=digests,
-    )
+    sampler = _entropy_phase(out, folder_config, cvs, start, wcfg, settings, digests)
     samples = wlmd_produce(
         out / "samples",
         folder_config,
@@ -169,6 +164,62 @@ def wlmd_sample(
         digests=digests,
     )
     return out, samples
+
+
+WALK_FILE = "walk.json"
+
+
+def walk_records(folder: str | Path) -> list[dict[str, Any]]:
+    """The records of a `wlmd_sample` folder's entropy phase (``folder/walk.json``; [] if none)."""
+    path = Path(folder) / WALK_FILE
+    return json.loads(path.read_text()) if path.exists() else []
+
+
+def _entropy_phase(
+    out: Path,
+    folder_config: dict[str, Any],
+    cvs: ModelCVs,
+    start: torch.Tensor,
+    config: WLMDConfig,
+    settings: WLMDSettings,
+    digests: Mapping[str, str],
+) -> Any:
+    """The entropy phase in chunks of `report_every` steps, each ending in a checkpoint and a
+    `walk_record` appended to ``out/walk.json`` (rewritten atomically, so a kill leaves the
+    previous list); it ends at `steps`, or with a `target_cosine` once every walker is at most
+    that far (cosine) from the start after at least `steps`, or at the `budget`. Resumes: the
+    run folder resumes bit-identically and a chunk whose record was lost is recorded again
+    from its checkpoint.
+    """
+    records = walk_records(out)
+    budget = settings.budget()
+    sampler = None
+    while True:
+        step = records[-1]["step"] if records else 0
+        far = (
+            settings.target_cosine is not None
+            and bool(records)
+            and max(records[-1]["cosine"]) <= settings.target_cosine
+        )
+        finished = step >= budget or (step >= settings.steps and (settings.target_cosine is None or far))
+        if finished and sampler is not None:
+            return sampler
+        target = step if finished else min(step + settings.report_every, budget) if records else 0
+        sampler = wlmd_run(
+            out / "entropy",
+            folder_config,
+            cvs,
+            start,
+            config,
+            target,
+            checkpoint_every=settings.checkpoint_every,
+            digests=digests,
+        )
+        if not records or sampler.step > records[-1]["step"]:
+            previous = torch.tensor(records[-1]["S"]) if records else None
+            records.append(walk_record(sampler, start, previous))
+            out.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(out / WALK_FILE, records)
 
 
 def inject(

@@ -30,6 +30,7 @@ from analyses.studies.study_b import (
     rank_figure,
     rank_frame,
     source_cvs,
+    walk_records,
     wlmd_sample,
 )
 from analyses.studies.study_b_settings import StudyBSettings
@@ -40,7 +41,6 @@ from interp.store.atomic import atomic_write_json
 from interp.store.run_folder import is_done, read_config, read_done, read_metrics
 from interp.sweep.specs import seed_folder, seed_folders
 from interp.text import format_table
-from interp.training.config import FinetuneConfig
 
 SETTINGS_FILE = "settings.json"
 NOISES = ("random", "square", "sum")
@@ -96,12 +96,18 @@ def run_seed(out: str | Path, seed: int, settings: StudyBSettings = StudyBSettin
             f"seed {seed}: no WLMD sample in the window; only the AdamW model is injected", stacklevel=2
         )
     sources = {"adamw": adamw, **({"wlmd": samples[-1]} if samples else {})}
-    cfg = FinetuneConfig(
-        lr=settings.injection_lr, max_steps=settings.max_steps, eval_every=settings.eval_every
-    )
+    cfg = settings.finetune_config()
     for noise in NOISES:
         for label, source in sources.items():
-            inject(folder / f"inject-{label}-{noise}", source, noise, k=settings.k, config=cfg, seed=seed)
+            inject(
+                folder / f"inject-{label}-{noise}",
+                source,
+                noise,
+                k=settings.k,
+                config=cfg,
+                keep_norm=settings.injection_keep_norm,
+                seed=seed,
+            )
     return folder
 
 
@@ -186,9 +192,27 @@ def wlmd_frame(out: str | Path) -> pd.DataFrame:
                 "distance_adamw_wlmd": float(cos["distance"]),
                 "walls": entropy[-1]["walls"] if entropy else None,
                 "entropy_steps": entropy[-1]["step"] if entropy else 0,
+                **walk_summary(folder / "wlmd"),
             }
         )
     return pd.DataFrame(rows)
+
+
+def walk_summary(folder: str | Path) -> dict[str, Any]:
+    """The last `walk_record` of a WLMD folder: steps, the walkers' largest cosine to the start,
+    flatness, visited bins and the last change of S (empty without records).
+    """
+    records = walk_records(folder)
+    if not records:
+        return {}
+    last = records[-1]
+    return {
+        "walk_steps": last["step"],
+        "walk_cosine_max": max(last["cosine"]),
+        "walk_flatness": last["flatness"],
+        "walk_visited_bins": last["visited"],
+        "walk_S_change": last["S_change"],
+    }
 
 
 def _before_after(folder: Path, noise: str) -> dict[str, Path | str] | None:
@@ -291,3 +315,93 @@ def write_tables(out: str | Path) -> Path:
         lines += [f"## {name}", "", table_text, ""]
     (out / "study_b_tables.txt").write_text("\n".join(lines))
     return out / "study_b_tables.txt"
+
+
+RUN_RECORDS = ("config.json", "metrics.jsonl", "DONE")  # what a repository keeps of a run: no weights
+FRAMES = ("runs", "summary", "wlmd", "ranks_random")
+
+
+def export_results(out: str | Path, dest: str | Path) -> Path:
+    """Write the compact records of a measured folder into `dest` (e.g. ``results/study-b/<name>``).
+
+    `dest` gets ``settings.json``, the tables as ``study_b_<frame>.csv`` (`write_tables`; paths
+    made relative to `out`), per seed the walk records ``seed_<N>/walk.json`` (the S grid kept
+    only in the last record) and each injection's ``config.json``, ``metrics.jsonl`` and
+    ``DONE``: a few hundred kB in all, no weights. `markdown_tables(dest)` rebuilds the docs
+    tables from them.
+    """
+    import shutil
+
+    out, dest = Path(out), Path(dest)
+    write_tables(out)
+    dest.mkdir(parents=True, exist_ok=True)
+    if (out / SETTINGS_FILE).exists():
+        shutil.copyfile(out / SETTINGS_FILE, dest / SETTINGS_FILE)
+    for name in FRAMES:
+        path = out / f"study_b_{name}.csv"
+        if path.exists():
+            frame = pd.read_csv(path)
+            if "source" in frame.columns:
+                frame["source"] = [_relative(s, out) for s in frame["source"]]
+            frame.to_csv(dest / path.name, index=False)
+    for seed, folder in seed_folders(out).items():
+        target = dest / folder.name
+        records = walk_records(folder / "wlmd")
+        if records:
+            target.mkdir(parents=True, exist_ok=True)
+            compact = [{k: v for k, v in r.items() if k != "S"} for r in records[:-1]] + records[-1:]
+            atomic_write_json(target / "walk.json", compact)
+        for run in sorted(folder.glob("inject-*")):
+            if not (run / "config.json").exists():
+                continue
+            (target / run.name).mkdir(parents=True, exist_ok=True)
+            for name in RUN_RECORDS:
+                if (run / name).exists():
+                    shutil.copyfile(run / name, target / run.name / name)
+    return dest
+
+
+def _relative(path: str, root: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(root.resolve()))
+    except ValueError:
+        return path
+
+
+def _status(row: pd.Series, cap: int) -> str:
+    if bool(row["reached"]):
+        return f"reached at step {int(row['steps'])}"
+    return f"**not reached** (cap {cap}), noise {row['noise_acc_after']:.3f}"
+
+
+def markdown_tables(dest: str | Path) -> str:
+    """The docs' retention table (every run with its status) and the WLMD table, from `export_results` records."""
+    dest = Path(dest)
+    runs = pd.read_csv(dest / "study_b_runs.csv")
+    settings = json.loads((dest / SETTINGS_FILE).read_text()) if (dest / SETTINGS_FILE).exists() else {}
+    cap = settings.get("max_steps", "?")
+    lines = [
+        "| noise | seed | AdamW | WLMD | AdamW: stop | WLMD: stop | cos before/after, AdamW | cos, WLMD |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for noise in NOISES:
+        sub = runs[runs["noise"] == noise]
+        for seed in sorted(sub["seed"].unique()):
+            cells = {m: sub[(sub["seed"] == seed) & (sub["model"] == m)] for m in MODELS}
+            acc = [f"{c['test_acc_after'].iloc[0]:.4f}" if len(c) else "-" for c in cells.values()]
+            stop = [_status(c.iloc[0], cap) if len(c) else "-" for c in cells.values()]
+            cos = [f"{c['cosine_before_after'].iloc[0]:.3f}" if len(c) else "-" for c in cells.values()]
+            lines.append(f"| {noise} | {seed} | {' | '.join(acc)} | {' | '.join(stop)} | {' | '.join(cos)} |")
+        means = [sub[sub["model"] == m] for m in MODELS]
+        acc = [f"**{m['test_acc_after'].mean():.4f}**" if len(m) else "-" for m in means]
+        reached = [f"{int(m['reached'].sum())}/{len(m)} reached" for m in means]
+        cos = [f"{m['cosine_before_after'].mean():.3f}" if len(m) else "-" for m in means]
+        lines.append(
+            f"| **{noise}** | **mean** | {' | '.join(acc)} | {' | '.join(reached)} | {' | '.join(cos)} |"
+        )
+    text = "\n".join(lines)
+    if (dest / "study_b_wlmd.csv").exists():
+        wlmd = pd.read_csv(dest / "study_b_wlmd.csv")
+        shown = wlmd.drop(columns=[c for c in ("source",) if c in wlmd.columns])
+        text += "\n\n" + format_table([str(c) for c in shown.columns], shown.to_numpy().tolist())
+    return text

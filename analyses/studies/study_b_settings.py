@@ -13,14 +13,16 @@ goldilocks AdamW run, the WLMD settings and the noise injection.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from interp.config import check_int, check_real, from_dict, param, to_dict
+from interp.config import check_bool, check_int, check_real, from_dict, param, to_dict
 from interp.errors import ConfigError
 
 if TYPE_CHECKING:
+    from interp.training.config import FinetuneConfig
     from interp.wlmd.grid import GridSpec, Schedule
 
 Y_TOP = 10.2  # upper edge of the y grid: y = 10 * mean sigmoid(...) <= 10
@@ -51,11 +53,35 @@ class WLMDSettings:
     max_samples: int = param(10, "Stop production after this many snapshots.")
     checkpoint_every: int = param(1000, "Checkpoint the entropy phase every this many steps.")
     seed: int = param(0, "Seed of the velocities and thermostat noise.")
+    target_cosine: float | None = param(
+        None,
+        "Extend the entropy phase past `steps` until every walker's cosine to the start is <= this "
+        "(None: exactly `steps`).",
+    )
+    max_steps: int | None = param(
+        None, "Step budget of the entropy phase with target_cosine [default: steps]."
+    )
+    report_every: int = param(
+        1000,
+        "Record each walker's cosine to the start, the histogram's flatness and S's change every this many steps.",
+    )
 
     def __post_init__(self) -> None:
         owner = "WLMDSettings"
-        for name in ("steps", "walkers", "share_every", "every", "max_samples", "checkpoint_every"):
+        for name in (
+            "steps",
+            "walkers",
+            "share_every",
+            "every",
+            "max_samples",
+            "checkpoint_every",
+            "report_every",
+        ):
             check_int(owner, name, getattr(self, name), 1)
+        if self.max_steps is not None:
+            check_int(owner, "max_steps", self.max_steps, self.steps)
+        if self.target_cosine is not None:
+            check_real(owner, "target_cosine", self.target_cosine, -1, 1)
         for name in ("production_steps", "rise", "seed"):
             check_int(owner, name, getattr(self, name), 0)
         if self.plateau is not None:
@@ -83,6 +109,10 @@ class WLMDSettings:
     def window(self, x0: float, y0: float) -> tuple[float, float, float, float]:
         """The production window ``(x_lo, x_hi, y_lo, y_hi)`` around a start at ``(x0, y0)``."""
         return x0 - self.window_x, x0 + self.window_x, min(y0, self.window_y), Y_TOP
+
+    def budget(self) -> int:
+        """The most entropy-phase steps: `steps`, or `max_steps` when a `target_cosine` may extend it."""
+        return self.steps if self.target_cosine is None or self.max_steps is None else self.max_steps
 
     def schedule(self) -> Schedule:
         """The ``ln f`` ramp: rise, a plateau over the entropy phase, then a 1/t decay."""
@@ -127,6 +157,12 @@ class StudyBSettings:
     max_steps: int = param(2000, "Step cap of each injection.")
     eval_every: int = param(50, "Injection evaluation interval.")
     injection_lr: float = param(1e-3, "AdamW learning rate of the injection.")
+    injection_target_acc: float = param(
+        0.998, "An injection stops once combined train accuracy is above this."
+    )
+    injection_keep_norm: bool = param(
+        True, "Keep the injection on the extended model's sphere (False: drop the norm constraint)."
+    )
 
     def __post_init__(self) -> None:
         owner = "StudyBSettings"
@@ -134,6 +170,19 @@ class StudyBSettings:
             check_int(owner, name, getattr(self, name), 1)
         for name in ("weight_norm", "lr", "injection_lr"):
             check_real(owner, name, getattr(self, name), 0, float("inf"), low_open=True)
+        check_real(owner, "injection_target_acc", self.injection_target_acc, 0, 1, high_open=True)
+        check_bool(owner, "injection_keep_norm", self.injection_keep_norm)
+
+    def finetune_config(self) -> FinetuneConfig:
+        """The injections' fine-tuning config (the norm is set per source by `study_b.inject`)."""
+        from interp.training.config import FinetuneConfig
+
+        return FinetuneConfig(
+            lr=self.injection_lr,
+            max_steps=self.max_steps,
+            eval_every=self.eval_every,
+            target_acc=self.injection_target_acc,
+        )
 
 
 def settings_with(overrides: Mapping[str, Any], base: StudyBSettings | None = None) -> StudyBSettings:
@@ -150,3 +199,32 @@ def settings_with(overrides: Mapping[str, Any], base: StudyBSettings | None = No
         else:
             merged[key] = value
     return from_dict(StudyBSettings, merged, where="the study-B settings")
+
+
+LONG_WLMD = dataclasses.replace(
+    CPU_WLMD,
+    steps=100_000,
+    target_cosine=0.9,
+    max_steps=300_000,
+    report_every=5000,
+    checkpoint_every=5000,
+    production_steps=5000,
+)
+"""Issue 18's walk: `CPU_WLMD`'s grid and time step, at least 10^5 entropy steps and then on, in
+chunks of 5,000, until the walker's cosine to the AdamW start is <= 0.9, or 3 * 10^5 steps
+(the measured diffusion along the equal-loss shell needs ~2.7 * 10^5; docs/study_b.md)."""
+
+PROTOCOL_2 = StudyBSettings(
+    wlmd=LONG_WLMD,
+    injection_keep_norm=False,
+    injection_lr=3e-3,
+    max_steps=20_000,
+    eval_every=100,
+)
+"""Issue 18's protocol: `LONG_WLMD`, and the injection chosen by the pilot runs of
+docs/study_b.md ("Protocol 2"), on pilot seed 100 by whether random noise reaches > 99.8%
+combined train accuracy: the norm constraint dropped during injection (on the sphere the noise
+accuracy stalls at ~0.14), AdamW lr 3e-3 (reached at step 2,779; lr 1e-3 was at 0.885 after
+3,000), a cap of 20,000 steps (the runs that do not reach it are recorded as such)."""
+
+PRESETS = {"cpu": StudyBSettings(), "protocol-2": PROTOCOL_2}

@@ -117,11 +117,33 @@ def study_b() -> None:
     "--table-only", is_flag=True, help="Only rebuild the tables and figures from the finished runs."
 )
 @click.option("--threads", type=int, default=1, show_default=True, help="torch threads.")
-def study_b_measure(out: str, seeds: str, settings_json: str, table_only: bool, threads: int) -> None:
+@click.option(
+    "--preset",
+    type=click.Choice(["cpu", "protocol-2"]),
+    default="cpu",
+    show_default=True,
+    help="Base settings: the first CPU-scale protocol, or issue 18's (long walks, injections to the target).",
+)
+@click.option(
+    "--export",
+    "export_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Also write the compact records (no weights) here, e.g. results/study-b/protocol-2.",
+)
+def study_b_measure(
+    out: str,
+    seeds: str,
+    settings_json: str,
+    table_only: bool,
+    threads: int,
+    preset: str,
+    export_dir: str | None,
+) -> None:
     """Goldilocks AdamW -> WLMD sample -> injection of each noise type, per seed; then the tables."""
-    from analyses.studies.study_b_settings import settings_with
+    from analyses.studies.study_b_settings import PRESETS, settings_with
 
-    settings = settings_with(_json_object(settings_json, "--settings"))
+    settings = settings_with(_json_object(settings_json, "--settings"), PRESETS[preset])
     seed_list = parse_seeds(seeds)
     import torch
 
@@ -129,9 +151,29 @@ def study_b_measure(out: str, seeds: str, settings_json: str, table_only: bool, 
 
     torch.set_num_threads(threads)
     if not table_only:
+        from models.fast_forward import keep_freed_memory
+
+        keep_freed_memory()  # long full-batch loops reuse the same buffers (benchmarks/wlmd_step.py)
         measured.measure(out, seed_list, settings)
     click.echo(measured.write_tables(out).read_text())
     click.echo(f"figures: {len(measured.write_figures(out))} HTML files in {out}/seed_*/")
+    if export_dir is not None:
+        click.echo(f"records: {measured.export_results(out, export_dir)}")
+
+
+@study_b.command("records")
+@click.argument("records", type=click.Path(file_okay=False, exists=True))
+def study_b_records(records: str) -> None:
+    """Print the retention and WLMD tables (markdown) from exported records (no weights needed)."""
+    from pathlib import Path
+
+    if not (Path(records) / "study_b_runs.csv").exists():
+        raise ConfigError(
+            f"{records} holds no study_b_runs.csv", "give a folder written by interp study-b measure --export"
+        )
+    from analyses.studies.study_b_measure import markdown_tables
+
+    click.echo(markdown_tables(records))
 
 
 @click.group("study-c")

@@ -8,7 +8,7 @@ from interp.lazy import lazy_surface
 _NAMES = {
     **{
         name: "interp.wlmd.sampler"
-        for name in ("WLMDConfig", "Sampler", "ModelCVs", "wlmd_run", "wlmd_produce")
+        for name in ("WLMDConfig", "Sampler", "ModelCVs", "wlmd_run", "wlmd_produce", "walk_record")
     },
     **{
         name: "interp.wlmd.grid"

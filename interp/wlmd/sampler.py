@@ -225,17 +225,37 @@ class Sampler:
 class ModelCVs:
     """Study B's collective variables of a model, as a function of its flat parameter vector.
 
+    The CVs run `forward`, by default the model's training forward `fast_readout` if it has
+    one, else `readout` (for a `models.Transformer`, `models.fast_forward`: for 1 layer, tables
+    for everything before attention and the readout position only, the values mixed by one
+    `embedding_bag`; no hooks run). Train and held-out rows go through one call. That the CVs and the
+    forces equal the hooked forward's to 1e-5 is tested in `tests/oracle/test_wlmd.py`.
+
     Args:
         model: A model with `readout` (its `fast_readout` is used if present); not modified.
         train: The split whose mean cross-entropy gives ``x = ln(loss)``.
         heldout: The split whose margins give ``y = 10 * mean sigmoid(k * margin)``.
         k: Sharpness of the smooth accuracy (study B: about 5-7).
+        forward: ``(model, tokens [batch, pos]) -> readout logits [batch, d_vocab_out]``,
+            differentiable in the model's parameters (called under `torch.func.functional_call`).
     """
 
-    def __init__(self, model: nn.Module, train: Split, heldout: Split, k: float = 6.0) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        train: Split,
+        heldout: Split,
+        k: float = 6.0,
+        *,
+        forward: Callable[[nn.Module, Tensor], Tensor] | None = None,
+    ) -> None:
         self.model, self.train, self.heldout, self.k = model, train, heldout, k
         self.params = [(name, p.shape) for name, p in model.named_parameters() if p.requires_grad]
-        self._call = _Readout(model)
+        self._call = _Readout(model, forward)
+        # One forward over train + held-out (4,489 rows for study B) instead of two: the fast
+        # forward's tables are built once per step, and the matmuls get one larger batch.
+        same_shape = train.tokens.shape[1:] == heldout.tokens.shape[1:]
+        self._tokens = torch.cat([train.tokens, heldout.tokens]) if same_shape else None
 
     def flatten(self) -> Tensor:
         """The model's current parameters as one vector [P]."""
@@ -259,9 +279,13 @@ class ModelCVs:
     def __call__(self, theta: Tensor) -> Tensor:
         """The collective variables ``(x, y)`` [2] of the flat parameters `theta` [P], differentiably."""
         params = {f"model.{k}": v for k, v in self.unflatten(theta).items()}
-        logits = torch.func.functional_call(self._call, params, (self.train.tokens,)).float()
+        if self._tokens is not None:
+            both = torch.func.functional_call(self._call, params, (self._tokens,)).float()
+            logits, held = both[: len(self.train.labels)], both[len(self.train.labels) :]
+        else:
+            logits = torch.func.functional_call(self._call, params, (self.train.tokens,)).float()
+            held = torch.func.functional_call(self._call, params, (self.heldout.tokens,)).float()
         x = F.cross_entropy(logits, self.train.labels).log()
-        held = torch.func.functional_call(self._call, params, (self.heldout.tokens,)).float()
         return torch.stack([x, 10 * torch.sigmoid(self.k * margins(held, self.heldout.labels)).mean()])
 
 
@@ -273,11 +297,13 @@ def margins(logits: Tensor, labels: Tensor) -> Tensor:
 
 
 class _Readout(nn.Module):
-    def __init__(self, model: nn.Module) -> None:
+    def __init__(self, model: nn.Module, forward: Callable[[nn.Module, Tensor], Tensor] | None) -> None:
         super().__init__()
-        self.model = model
+        self.model, self.readout_fn = model, forward
 
     def forward(self, tokens: Tensor) -> Tensor:
+        if self.readout_fn is not None:
+            return self.readout_fn(self.model, tokens)
         return (getattr(self.model, "fast_readout", None) or self.model.readout)(tokens)
 
 
@@ -397,3 +423,42 @@ def wlmd_produce(
                 break
         run.finish({"samples": len(saved), "steps": steps, "window": list(window)})
         return saved
+
+
+def walk_record(sampler: Sampler, start: Tensor, previous_S: Tensor | None = None) -> dict[str, Any]:
+    """How far a walk has come: a JSON-ready record of the sampler now.
+
+    Args:
+        sampler: The sampler.
+        start: The walkers' start ``[P]`` (or ``[n_walkers, P]``); cosines are measured to it.
+        previous_S: The walker-averaged ``S`` ``[n_x, n_y]`` of the previous record, or None.
+
+    Returns:
+        ``step``, per walker ``cosine`` (to the start), ``distance``, ``x``, ``y``; ``flatness``
+        of the summed histogram (min / mean of visited bins), ``visited`` bins, ``ln_f``,
+        ``walls``, ``S_change`` (max over visited bins of the change of ``S`` since
+        `previous_S`, both shifted to mean 0 over those bins: S is defined up to a constant;
+        None without a previous record) and ``S`` (the walker-averaged grid, as lists).
+    """
+    start = start.expand_as(sampler.theta)
+    cosine = F.cosine_similarity(sampler.theta.double(), start.double(), dim=1)
+    H = sampler.H.sum(0)
+    S = sampler.entropy()
+    change = None
+    visited = H > 0
+    if previous_S is not None and bool(visited.any()):
+        now, before = S[visited], previous_S.to(S.dtype)[visited]
+        change = float(((now - now.mean()) - (before - before.mean())).abs().max())
+    return {
+        "step": sampler.step,
+        "cosine": cosine.tolist(),
+        "distance": (sampler.theta - start).norm(dim=1).tolist(),
+        "x": sampler.cv[:, 0].tolist(),
+        "y": sampler.cv[:, 1].tolist(),
+        "flatness": flatness(H),
+        "visited": int(visited.sum()),
+        "ln_f": sampler.current_ln_f(),
+        "walls": sampler.walls,
+        "S_change": change,
+        "S": S.tolist(),
+    }

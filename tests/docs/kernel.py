@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -77,4 +78,11 @@ def problems(notebook, machine_paths: list[str]) -> list[str]:
 
 def machine_paths(cwd: Path) -> list[str]:
     """Paths of this machine that a page must never show."""
-    return [str(ROOT), str(cwd), sys.prefix, str(Path.home()) + "/", "site-packages"]
+    return [
+        str(ROOT),
+        str(cwd),
+        sys.prefix,
+        str(Path.home()) + "/",
+        "site-packages",
+        tempfile.gettempdir() + "/",
+    ]

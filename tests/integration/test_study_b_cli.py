@@ -152,3 +152,61 @@ def test_inject_refuses_a_study_a_run(tmp_path, capsys):
     )
     code, _, err = _cli(capsys, "inject", "--ckpt", run, "--out", tmp_path / "x")
     assert code == 2 and "modular-addition" in err
+
+
+def test_protocol_2_in_one_command_then_the_tables_from_its_records(tmp_path, capsys):
+    # Issue 18's one command at toy scale: the protocol-2 preset (chunked walk to a cosine
+    # target or a budget, injections to the target) with sizes shrunk by --settings, records
+    # exported; then the tables rebuilt from the records alone (the run folders deleted).
+    import json
+    import shutil
+
+    tiny = {
+        "p": 7,
+        "weight_norm": 6.0,
+        "epochs": 20,
+        "lr": 3e-2,
+        "model_overrides": {"d_model": 8, "n_heads": 2, "d_head": 4, "d_mlp": 16},
+        "wlmd": {
+            "steps": 4,
+            "max_steps": 6,
+            "report_every": 2,
+            "checkpoint_every": 2,
+            "production_steps": 3,
+            "dt": 1e-3,
+            "every": 1,
+            "max_samples": 1,
+            "y_low": 0.0,
+            "window_y": 0.0,
+        },
+        "k": 3,
+        "max_steps": 3,
+        "eval_every": 1,
+    }
+    out, dest = tmp_path / "runs", tmp_path / "results"
+    code, text, err = _cli(
+        capsys,
+        "study-b",
+        "measure",
+        out,
+        "--seeds",
+        "0",
+        "--preset",
+        "protocol-2",
+        "--settings",
+        json.dumps(tiny),
+        "--export",
+        dest,
+    )
+    assert code == 0, err
+    settings = json.loads((dest / "settings.json").read_text())
+    assert settings["wlmd"]["target_cosine"] == 0.9 and settings["max_steps"] == 3  # preset + overrides
+    assert settings["injection_keep_norm"] is False and settings["injection_lr"] == 3e-3
+    injection = json.loads((dest / "seed_0" / "inject-adamw-random" / "config.json").read_text())
+    assert injection["train"]["weight_norm"] is None and injection["train"]["lr"] == 3e-3
+    walk = json.loads((dest / "seed_0" / "walk.json").read_text())
+    assert walk[-1]["step"] in (4, 6) and all("S" not in r for r in walk[:-1])
+    shutil.rmtree(out)
+    code, text, err = _cli(capsys, "study-b", "records", dest)
+    assert code == 0, err
+    assert text.count("| random | 0 |") == 1 and "cos before/after" in text and "walk_cosine_max" in text

@@ -178,3 +178,69 @@ def test_walkers_start_inside_the_grid():
     config = WLMDConfig(grid=GridSpec((1.0, 4.0), (0.0, 1.0), 4, 1))
     with pytest.raises(OutOfGrid, match="walker 0"):
         Sampler(_energy, config, torch.zeros(1, 3, dtype=torch.float64))
+
+
+def _hooked_cvs(model, train, heldout, unflatten, k: float = 6.0):
+    """Oracle CVs: the hooked forward `model(tokens)[:, -1]`, the runner-up logit by `topk`."""
+
+    def cv(theta: torch.Tensor) -> torch.Tensor:
+        params = unflatten(theta)
+        logits = torch.func.functional_call(model, params, (train.tokens,))[:, -1]
+        x = torch.nn.functional.cross_entropy(logits, train.labels).log()
+        held = torch.func.functional_call(model, params, (heldout.tokens,))[:, -1]
+        top2 = held.topk(2, dim=1)
+        correct = held.gather(1, heldout.labels[:, None])[:, 0]
+        other = torch.where(top2.indices[:, 0] == heldout.labels, top2.values[:, 1], top2.values[:, 0])
+        return torch.stack([x, 10 * torch.sigmoid(k * (correct - other)).mean()])
+
+    return cv
+
+
+def test_a_wlmd_step_on_the_fast_forward_equals_the_hooked_forward():
+    # Oracle: the same walk driven by CVs from the hooked forward. CVs, forces (-grad S through
+    # the model) and positions agree to 1e-5 after steps whose deposits make S non-flat, and
+    # the CVs under test run no module of the hooked path (the embedding hook never fires).
+    task = ModAddTask(p=7, train_frac=0.6)
+    model = build_model(preset_config("modadd-1l", task, d_model=16, n_heads=2, d_head=8, d_mlp=32), seed=0)
+    with torch.no_grad():  # non-zero biases, so every term of the fast path is exercised
+        gen = torch.Generator().manual_seed(1)
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * 0.2)
+    splits = task.splits(0)
+    fast = ModelCVs(model, splits["train"], splits["test"])
+    hooked = _hooked_cvs(model, splits["train"], splits["test"], fast.unflatten)
+    theta = fast.flatten()
+    calls = []
+    handle = model.hook_embed.register_forward_hook(lambda *_: calls.append(1))
+    try:
+        with torch.enable_grad():
+            t = theta.clone().requires_grad_(True)
+            cv_fast = fast(t)
+            g_fast = torch.autograd.grad(cv_fast[0] + 3 * cv_fast[1], t)[0]
+        assert calls == []
+        with torch.enable_grad():
+            t = theta.clone().requires_grad_(True)
+            cv_hooked = hooked(t)
+            g_hooked = torch.autograd.grad(cv_hooked[0] + 3 * cv_hooked[1], t)[0]
+        assert calls
+    finally:
+        handle.remove()
+    torch.testing.assert_close(cv_fast, cv_hooked, atol=1e-5, rtol=0)
+    torch.testing.assert_close(g_fast, g_hooked, atol=1e-5 * g_hooked.abs().max().item(), rtol=0)
+
+    x0, y0 = cv_hooked.tolist()
+    config = WLMDConfig(
+        grid=GridSpec((x0 - 3, x0 + 3), (-0.1, 10.2), 6, 5),
+        dt=1e-3,
+        radius=float(theta.norm()),
+        seed=3,
+        schedule=Schedule(ln_f_max=0.5, rise=1, plateau=100),
+    )
+    walks = [Sampler(cv, config, theta[None].clone()) for cv in (fast, hooked)]
+    for walk in walks:
+        walk.run(6)
+    a, b = walks[0].state_dict(), walks[1].state_dict()
+    assert a["force"].abs().max() > 0  # S is no longer flat where the walker is
+    for key in ("cv", "force", "theta", "v", "S"):
+        scale = max(b[key].abs().max().item(), 1.0)
+        torch.testing.assert_close(a[key].double(), b[key].double(), atol=1e-5 * scale, rtol=0, msg=key)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import pandas as pd
 import pytest
 import torch
@@ -10,6 +13,7 @@ from analyses.studies import study_b, study_b_measure
 from analyses.studies.study_b_settings import Y_TOP, StudyBSettings, settings_with
 from interp.cli import main
 from interp.errors import ConfigError
+from interp.store.checkpoint import load_checkpoint
 from interp.sweep.specs import seed_folder
 
 TINY = settings_with(
@@ -111,3 +115,132 @@ def test_bad_settings_exit_2_with_one_line(tmp_path, capsys, settings, message):
     err = capsys.readouterr().err
     assert info.value.code == 2 and message in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()  # nothing started
+
+
+# Issue 18's protocol knobs at toy scale: the norm dropped during injection, a target the cap
+# cannot reach (so "did not reach" is recorded), and a walk with a cosine target it never meets
+# (so it runs to its budget in recorded chunks).
+TINY_2 = settings_with(
+    {
+        "injection_keep_norm": False,
+        "injection_target_acc": 0.999,
+        "wlmd": {"target_cosine": -1.0, "max_steps": 8, "report_every": 3},
+    },
+    TINY,
+)
+
+
+@pytest.fixture(scope="module")
+def measured_2(tmp_path_factory):
+    out, before = tmp_path_factory.mktemp("measure2"), torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return out, study_b_measure.measure(out, seeds=(0,), settings=TINY_2)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_protocol_fields_reach_the_injections_and_the_stop_is_recorded(measured_2):
+    out, frame = measured_2
+    runs = sorted(seed_folder(out, 0).glob("inject-*"))
+    assert len(runs) == 6
+    for run in runs:
+        config = json.loads((run / "config.json").read_text())
+        assert config["train"]["weight_norm"] is None  # the norm constraint was dropped ...
+        assert config["train"]["target_acc"] == 0.999 and config["train"]["max_steps"] == TINY.max_steps
+        final = load_checkpoint(run).state_dict  # ... so the norm moved off the starting sphere
+        norm = torch.linalg.vector_norm(
+            torch.cat([t.flatten() for t in final.values() if t.is_floating_point()])
+        )
+        assert abs(norm.item() - config["injection"]["norm_extended"]) > 1e-4
+    assert len(frame) == 6
+    for _, row in frame.iterrows():  # a run stops at the target or at the cap, and says which
+        assert bool(row["reached"]) or row["steps"] == TINY.max_steps
+
+
+def test_the_walk_runs_in_recorded_chunks_to_its_budget(measured_2):
+    out, _ = measured_2
+    records = study_b.walk_records(seed_folder(out, 0) / "wlmd")
+    assert [r["step"] for r in records] == [0, 3, 6, 8]  # the cosine target -1 is never met
+    assert records[0]["cosine"] == [pytest.approx(1.0)] and records[0]["S_change"] is None
+    assert all(0 <= r["flatness"] <= 1 and r["S_change"] is not None for r in records[1:])
+    assert all(-1 <= c <= 1 + 1e-9 for r in records for c in r["cosine"])
+    wl = study_b_measure.wlmd_frame(out)
+    assert wl.loc[0, "walk_steps"] == 8 and wl.loc[0, "walk_cosine_max"] == max(records[-1]["cosine"])
+
+
+def _walk(tmp_path, source, name, **fields):
+    settings = dataclasses.replace(TINY.wlmd, **fields)
+    return study_b.wlmd_sample(tmp_path / name, source, settings)
+
+
+def test_a_reached_cosine_target_stops_after_the_minimum_steps(measured, tmp_path):
+    out, _ = measured
+    source = seed_folder(out, 0) / "adamw"
+    _walk(tmp_path, source, "w", target_cosine=1.0, max_steps=50, report_every=2)
+    assert [r["step"] for r in study_b.walk_records(tmp_path / "w")] == [0, 2, 4, 6]  # steps = 6, not 50
+
+
+def test_a_killed_walk_resumes_to_the_same_records(measured, tmp_path, monkeypatch):
+    out, _ = measured
+    source = seed_folder(out, 0) / "adamw"
+    _walk(tmp_path, source, "a", report_every=2)
+    straight = study_b.walk_records(tmp_path / "a")
+    write = study_b.atomic_write_json
+
+    def killed_at_step_4(path, records):  # the step-4 checkpoint is on disk, its record is not
+        if records[-1]["step"] == 4:
+            raise KeyboardInterrupt
+        write(path, records)
+
+    monkeypatch.setattr(study_b, "atomic_write_json", killed_at_step_4)
+    with pytest.raises(KeyboardInterrupt):
+        _walk(tmp_path, source, "b", report_every=2)
+    assert [r["step"] for r in study_b.walk_records(tmp_path / "b")] == [0, 2]
+    monkeypatch.setattr(study_b, "atomic_write_json", write)
+    _walk(tmp_path, source, "b", report_every=2)
+    assert study_b.walk_records(tmp_path / "b") == straight
+
+
+def test_export_keeps_no_weights_and_the_records_rebuild_the_tables(measured_2, tmp_path, capsys):
+    out, frame = measured_2
+    dest = study_b_measure.export_results(out, tmp_path / "records")
+    files = [p for p in dest.rglob("*") if p.is_file()]
+    assert not [p for p in files if p.suffix in (".safetensors", ".pt", ".bin")]
+    assert sum(p.stat().st_size for p in files) < 2_000_000
+    assert len(list(dest.glob("seed_0/inject-*/DONE"))) == 6 and (dest / "seed_0" / "walk.json").exists()
+    with pytest.raises(SystemExit) as info:
+        main(["study-b", "records", str(dest)])
+    text = capsys.readouterr().out
+    assert info.value.code == 0
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    assert len(rows) == 1 + 3 * 2  # header, then per noise the seed and the mean
+    for _, row in frame.iterrows():
+        status = (
+            f"reached at step {row['steps']}" if row["reached"] else f"not reached** (cap {TINY.max_steps})"
+        )
+        assert status in text
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ('{"injection_keep_norm": "yes"}', "injection_keep_norm"),
+        ('{"injection_target_acc": 1.5}', "injection_target_acc"),
+        ('{"wlmd": {"target_cosine": 2}}', "target_cosine"),
+        ('{"wlmd": {"max_steps": 10}}', "max_steps"),  # below the 2,000 entropy steps of the preset
+    ],
+)
+def test_bad_protocol_settings_exit_2_with_one_line(tmp_path, capsys, settings, message):
+    with pytest.raises(SystemExit) as info:
+        main(["study-b", "measure", str(tmp_path / "out"), "--settings", settings])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_records_of_a_folder_without_tables_exit_2(tmp_path, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["study-b", "records", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "study_b_runs.csv" in err and len(err.strip().splitlines()) == 1
