@@ -4,8 +4,11 @@
 milestone the task defines (study A: ``generalized``; study C: ``t_mem_clean``, ``t_gen``...),
 counts the runs that reached it, the fraction with its Wilson 95% interval, how many still held
 it at the end (kept vs transient), and the median epoch at which it was reached.
-`write_report` writes `report.html` (the table, then each run's evolution figure), `rates.csv`
-and `runs.csv` into the sweep folder.
+Runs that diverged (their `DONE` records ``diverged``: a NaN or inf weight or loss) are listed
+apart: they are counted in the ``diverged`` column, left out of the rates, and shown in their
+own table with the epoch and tensor where they diverged. `write_report` writes `report.html`
+(the tables, then each run's evolution figure), `rates.csv` and `runs.csv` into the sweep
+folder, or into `out`: the sweep folder is then only read, so it may be read-only.
 """
 
 from __future__ import annotations
@@ -40,8 +43,15 @@ def runs_frame(specs: list[RunSpec]) -> pd.DataFrame:
     rows = []
     for spec in specs:
         row: dict[str, Any] = {**spec.tags, "run": str(spec.out), "done": is_done(spec.out)}
+        row["status"] = "unfinished"
         if row["done"]:
             summary = read_done(spec.out)
+            row["status"] = "diverged" if "diverged" in summary else "finished"
+            if "diverged" in summary:
+                row |= {
+                    "diverged epoch": summary["diverged"]["step"],
+                    "diverged tensor": summary["diverged"]["tensor"],
+                }
             row |= {
                 f"final {k}": v
                 for k, v in summary["final"].items()
@@ -62,8 +72,10 @@ def rate_table(specs: list[RunSpec]) -> pd.DataFrame:
         groups[tuple(spec.tags.get(k) for k in keys)].append(summary)
     rows = []
     for coords, summaries in groups.items():
-        finished = [s for s in summaries if s is not None]
-        milestones = finished[0]["milestones"] if finished else {}
+        finished = [s for s in summaries if s is not None and "diverged" not in s]
+        done = [s for s in summaries if s is not None]
+        diverged = len(done) - len(finished)
+        milestones = done[0]["milestones"] if done else {}  # a group of diverged runs still has a row
         for name in milestones:
             steps = [s["milestones"][name]["step"] for s in finished]
             reached = [x for x in steps if x is not None]
@@ -74,8 +86,9 @@ def rate_table(specs: list[RunSpec]) -> pd.DataFrame:
                     "milestone": name,
                     "runs": len(summaries),
                     "finished": len(finished),
+                    "diverged": diverged,
                     "reached": len(reached),
-                    "rate": len(reached) / len(finished),
+                    "rate": len(reached) / len(finished) if finished else float("nan"),
                     "ci_low": low,
                     "ci_high": high,
                     "kept": sum(
@@ -111,27 +124,33 @@ def accuracy_figure(run_dir: Path) -> go.Figure:
     return fig
 
 
-def write_report(sweep_dir: str | Path, *, figure=accuracy_figure) -> Path:
-    """Write `report.html`, `rates.csv` and `runs.csv` into the sweep folder.
+def write_report(sweep_dir: str | Path, *, figure=accuracy_figure, out: str | Path | None = None) -> Path:
+    """Write `report.html`, `rates.csv` and `runs.csv` into `out` (default: the sweep folder).
 
     Args:
-        sweep_dir: A folder written by `interp sweep`.
+        sweep_dir: A folder written by `interp sweep` (only read when `out` is given).
         figure: The per-run figure (default: accuracy curves; `interp sweep` passes the
             circuit-evolution figure for study A runs).
+        out: Where the report goes (created if needed).
 
     Returns:
         The path of `report.html`.
     """
     sweep_dir = Path(sweep_dir)
+    folder = Path(out) if out is not None else sweep_dir
+    folder.mkdir(parents=True, exist_ok=True)
     specs, meta = read_sweep(sweep_dir)
     rates, runs = rate_table(specs), runs_frame(specs)
-    rates.to_csv(sweep_dir / RATES_FILE, index=False)
-    runs.to_csv(sweep_dir / RUNS_FILE, index=False)
+    rates.to_csv(folder / RATES_FILE, index=False)
+    runs.to_csv(folder / RUNS_FILE, index=False)
+    diverged = runs[runs["status"] == "diverged"] if len(runs) else runs
     parts = [
         f"<h1>Sweep report: {html.escape(str(sweep_dir))}</h1>",
         f"<pre>{html.escape(str(meta))}</pre>",
         "<h2>Rates per configuration (Wilson 95% intervals)</h2>",
         rates.to_html(index=False, float_format="%.3f"),
+        f"<h2>Diverged runs ({len(diverged)}; not in the rates)</h2>",
+        diverged.to_html(index=False, float_format="%.3f") if len(diverged) else "<p>none</p>",
         "<h2>Runs</h2>",
         runs.to_html(index=False, float_format="%.3f"),
         "<h2>Evolution of every run</h2>",
@@ -140,10 +159,10 @@ def write_report(sweep_dir: str | Path, *, figure=accuracy_figure) -> Path:
         if is_done(spec.out):
             parts.append(figure(spec.out).to_html(full_html=False, include_plotlyjs=False))
     plotly_js = '<script src="plotly.min.js"></script>'
-    _write_plotly_js(sweep_dir)
+    _write_plotly_js(folder)
     page = f"<!DOCTYPE html><html><head><meta charset='utf-8'>{plotly_js}</head><body>{''.join(parts)}</body></html>"
-    atomic_write_text(sweep_dir / REPORT_FILE, page)
-    return sweep_dir / REPORT_FILE
+    atomic_write_text(folder / REPORT_FILE, page)
+    return folder / REPORT_FILE
 
 
 def _write_plotly_js(folder: Path) -> None:

@@ -43,18 +43,22 @@ def phase2_onset(
     return None
 
 
-def evolutions(run_dir: str | Path, *, progress: bool = False) -> tuple[Evolution, Evolution]:
+def evolutions(
+    run_dir: str | Path, *, progress: bool = False, cache: str | Path | None = None
+) -> tuple[Evolution, Evolution]:
     """The fingerprint and gradient-group evolutions of a run (cached per checkpoint)."""
     fingerprint, grads = get_analysis("fingerprint"), get_analysis("grads")
-    fp = evolve(run_dir, fingerprint, fingerprint.params(split="adv"), progress=progress)
-    gr = evolve(run_dir, grads, grads.params(split="train"), progress=progress)
+    fp = evolve(run_dir, fingerprint, fingerprint.params(split="adv"), progress=progress, cache=cache)
+    gr = evolve(run_dir, grads, grads.params(split="train"), progress=progress, cache=cache)
     return fp, gr
 
 
-def circuit_evolution_figure(run_dir: str | Path, *, log_x: bool = True, progress: bool = False) -> go.Figure:
-    """Study A's circuit-evolution figure of a run (see the module docstring)."""
+def circuit_evolution_figure(
+    run_dir: str | Path, *, log_x: bool = True, progress: bool = False, cache: str | Path | None = None
+) -> go.Figure:
+    """Study A's circuit-evolution figure of a run (see the module docstring); `cache` as in `evolve`."""
     run_dir = Path(run_dir)
-    fp, gr = evolutions(run_dir, progress=progress)
+    fp, gr = evolutions(run_dir, progress=progress, cache=cache)
     n_classes = read_config(run_dir)["model"]["d_vocab_out"]
     titles = (
         "accuracy",
@@ -133,10 +137,12 @@ def _add_heads(fig: go.Figure, fp: Evolution, measure: str, row: int) -> None:
 
 
 @torch.no_grad()
-def attention_explorer(run_dir: str | Path, split: str = "adv", max_examples: int = 1024) -> go.Figure:
+def attention_explorer(
+    run_dir: str | Path, split: str = "adv", max_examples: int = 1024, *, cache: str | Path | None = None
+) -> go.Figure:
     """A slider over checkpoints: mean readout attention per head and key position on `split`."""
     run_dir = Path(run_dir)
-    fp, _ = evolutions(run_dir)
+    fp, _ = evolutions(run_dir, cache=cache)
     fingerprints = dict(zip(fp.steps, fp.results))
     frames, labels = [], []
     for step in list_checkpoints(run_dir):

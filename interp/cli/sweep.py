@@ -74,33 +74,53 @@ def make_executor(
 
 
 def run_grid(grid: Any, out: Path, executor: Any, *, progress: bool) -> tuple[int, list[str]]:
-    """Write the sweep file, train every unfinished run, and return (finished, failures)."""
+    """Write the sweep file, train every unfinished run, and return (finished, failures).
+
+    Runs too large for memory are refused before any trains (`check_spec_memory`).
+    """
     from analyses.studies.grids import expand
-    from analyses.studies.recipes import train_spec
-    from interp.config import to_dict
+    from analyses.studies.recipes import check_spec_memory, train_spec
+    from interp.config import from_dict, to_dict
+    from interp.errors import divergence_line
     from interp.sweep.specs import run_sweep, write_sweep
+    from interp.training.config import TrainConfig
+    from tasks import task_from_dict
 
     specs = expand(grid, out)
+    for spec in specs:
+        check_spec_memory(spec, task_from_dict(spec.task), from_dict(TrainConfig, spec.train))
     write_sweep(out, specs, {"grid": to_dict(grid)})
-    failures, finished = [], 0
+    failures, finished, elsewhere, diverged = [], 0, 0, []
     for outcome in run_sweep(specs, partial(train_spec), executor, progress=progress):
         if outcome.ok:
             finished += 1
+            elsewhere += outcome.elsewhere
+            if "diverged" in outcome.value:
+                diverged.append(divergence_line(outcome.item.out, outcome.value["diverged"]))
         else:
             failures.append(f"{outcome.item.out}: {outcome.error.splitlines()[0]}")
+    if elsewhere:
+        click.echo(f"{elsewhere} runs were trained by another process on {out}", err=True)
+    for line in diverged:
+        click.echo(f"diverged: {line}", err=True)
     return finished, failures
 
 
-def write_sweep_report(out: Path, *, evolution: bool, progress: bool) -> Path:
-    """The sweep's HTML report; per-run circuit-evolution figures for study-A runs."""
+def write_sweep_report(sweep_dir: Path, *, evolution: bool, progress: bool, out: Path | None = None) -> Path:
+    """The sweep's HTML report (into `out`, default the sweep folder); per-run circuit-evolution
+    figures for study-A runs (their per-step results cached under `out`/cache when `out` is given).
+    """
     from analyses.studies.report import accuracy_figure, write_report
 
     figure = accuracy_figure
     if evolution:
         from analyses.studies.study_a import circuit_evolution_figure
 
-        figure = partial(circuit_evolution_figure, progress=progress)
-    return write_report(out, figure=figure)
+        def figure(run: Path) -> Any:
+            cache = None if out is None else Path(out) / "cache" / Path(run).relative_to(sweep_dir)
+            return circuit_evolution_figure(run, progress=progress, cache=cache)
+
+    return write_report(sweep_dir, figure=figure, out=out)
 
 
 _EXECUTORS = click.Choice(["local", "slurm", "submitit-local"])
@@ -161,12 +181,25 @@ def sweep(
     show_default=True,
     help="Per-run circuit-evolution figures (study A; computes fingerprints and gradients per checkpoint).",
 )
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Folder for the report (then SWEEP_DIR is only read) [default: SWEEP_DIR].",
+)
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
-def report(sweep_dir: str, evolution: bool, no_progress: bool) -> None:
-    """Write SWEEP_DIR/report.html: rates per configuration with Wilson intervals, every run's figure."""
-    click.echo(
-        f"report: {write_sweep_report(Path(sweep_dir), evolution=evolution, progress=not no_progress)}"
+def report(sweep_dir: str, evolution: bool, out: str | None, no_progress: bool) -> None:
+    """Write report.html (into SWEEP_DIR or --out): rates per configuration with Wilson intervals,
+    diverged runs apart, every run's figure.
+    """
+    from interp.cli.analyses import writable
+
+    if out is None and not writable(Path(sweep_dir)):
+        raise ConfigError(f"{sweep_dir} cannot be written (read-only)", "give --out FOLDER for the report")
+    path = write_sweep_report(
+        Path(sweep_dir), evolution=evolution, progress=not no_progress, out=None if out is None else Path(out)
     )
+    click.echo(f"report: {path}")
 
 
 @click.command()
