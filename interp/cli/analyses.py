@@ -110,9 +110,12 @@ def evolve(
     """
     from analyses import get_analysis
     from analyses.evolution import evolve as evolve_run
+    from interp.errors import ConfigError
 
     folder = Path(out) if out else Path(run_dir) / "evolution"
     cache = folder / "cache" if out else None  # with --out, nothing is written into the run
+    if out is None and not writable(folder):
+        raise ConfigError(f"{run_dir} cannot be written (read-only)", "give --out FOLDER")
     folder.mkdir(parents=True, exist_ok=True)
     if analysis is None:
         from analyses.studies.study_a import attention_explorer, circuit_evolution_figure

@@ -324,6 +324,8 @@ def test_analyses_and_report_on_a_read_only_run_write_only_under_out(tmp_path, c
             "--no-progress",
         )
         assert code == 0, err
+        code, _, err = _cli(capsys, "evolve", "--run", run, "--analysis", "fingerprint", "--no-progress")
+        assert code == 2 and "read-only" in err  # no --out: refused, nothing tried
         code, _, err = _cli(
             capsys, "report", sweep, "--out", tmp_path / "report", "--evolution", "--no-progress"
         )
