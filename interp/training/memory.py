@@ -23,7 +23,7 @@ from typing import Any
 from interp.errors import ConfigError
 
 DATA_OVERHEAD = 8
-ACTIVATION_OVERHEAD = 32
+ACTIVATION_OVERHEAD = 16
 GB = 1024**3
 
 
