@@ -41,6 +41,11 @@ SEED_HELP = "Seed of the counterfactual edits, the cross-split pairing, the boot
 N_BOOT_HELP = "Bootstrap resamples of the pairs for the confidence intervals."
 CI_HELP = "Confidence level of the bootstrap intervals."
 PERMUTATIONS_HELP = "Re-pairings for the permutation test (the patch is re-run on each; 0: no p-values)."
+MIN_RECOVERY_GAP = 0.1
+"""Smallest |LD_source - LD_target| (in logits) for which a recovery is defined. The recovery
+divides by this gap: on a model that barely tells the two inputs apart (a shortcut-only model
+gives about 0.003) it turns noise into values like 6.8 or -2.7, so below the threshold the table
+shows no recovery (NaN, ``recovery_defined`` False) and the figure says it is undefined."""
 
 
 @dataclass(frozen=True)
@@ -158,8 +163,57 @@ def add_interval_row(
     fig.update_xaxes(title_text="patch", row=row, col=col)
 
 
+class RecoveryGap:
+    """What every recovery-reporting result shares: the gap it divides by, and whether it is defined.
+
+    Mixed into results with ``source_logit_diff`` and ``target_logit_diff`` (`SiteEffects`,
+    ``path-patch``): below `MIN_RECOVERY_GAP` their tables and figures show no recovery.
+    """
+
+    source_logit_diff: float
+    target_logit_diff: float
+
+    @property
+    def gap(self) -> float:
+        """The recovery's denominator, LD_source - LD_target (logits)."""
+        return self.source_logit_diff - self.target_logit_diff
+
+    @property
+    def recovery_defined(self) -> bool:
+        """Whether |gap| reaches `MIN_RECOVERY_GAP`; if not, no recovery is reported."""
+        return abs(self.gap) >= MIN_RECOVERY_GAP
+
+    def undefined_note(self) -> str:
+        """Why the recoveries are not shown (empty when they are defined)."""
+        if self.recovery_defined:
+            return ""
+        return (
+            f"recovery undefined: |LD_source - LD_target| = {abs(self.gap):.3g} < {MIN_RECOVERY_GAP} logits "
+            "(the model barely tells the inputs apart; see logit_diff)"
+        )
+
+    def table(self, rows: int = 12) -> str:
+        """The compact text table, headed by why recoveries are undefined if they are."""
+        note = self.undefined_note()
+        return (note + "\n" if note else "") + super().table(rows)
+
+    def mark_undefined(self, fig: go.Figure) -> None:
+        """Say in `fig` that its recoveries are undefined, if they are."""
+        if not self.recovery_defined:
+            fig.add_annotation(
+                text=self.undefined_note(),
+                xref="paper",
+                yref="paper",
+                x=0.5,
+                y=1.0,
+                showarrow=False,
+                yanchor="bottom",
+                font={"color": "firebrick"},
+            )
+
+
 @dataclass(frozen=True)
-class SiteEffects(Result):
+class SiteEffects(RecoveryGap, Result):
     """Effects of every patched site, flattened site after site (row-major within a site).
 
     Attributes:
@@ -222,6 +276,9 @@ class SiteEffects(Result):
                 row = {"site": name, "layer": pd.NA, "head": pd.NA, "pos": pd.NA}
                 row.update(dict(zip(self.axes[name], index)))
                 row.update({k: v[index].item() for k, v in values.items()})
+                if not self.recovery_defined:
+                    row.update({k: float("nan") for k in ("recovery", "recovery_low", "recovery_high")})
+                row["recovery_defined"] = self.recovery_defined
                 rows.append(row)
         frame = pd.DataFrame(rows).astype({"layer": "Int64", "head": "Int64", "pos": "Int64"})
         order = frame["recovery"].abs().fillna(-1.0).sort_values(ascending=False, kind="stable").index
@@ -235,6 +292,8 @@ class SiteEffects(Result):
         ci = self.params.get("ci", 0.95)
         for col, name in enumerate(self.sites, start=1):
             values = self.site(name)
+            if not self.recovery_defined:  # blank cells and bars: there is no recovery to show
+                values = {k: v * float("nan") if k.startswith("recovery") else v for k, v in values.items()}
             fig.add_trace(_heatmap(name, self.axes[name], values["recovery"]), row=1, col=col)
             add_interval_row(fig, 2, col, patch_labels(self.axes[name], self.shapes[name]), values, ci)
             x_title = "head" if self.axes[name][-1] == "head" and len(self.axes[name]) == 2 else "position"
@@ -253,6 +312,7 @@ class SiteEffects(Result):
             title=f"{self.what} {self.source} into {self.split}{step}: logit-difference recovery "
             f"({self.n_pairs} pairs; error bars: {ci:.0%} bootstrap intervals)"
         )
+        self.mark_undefined(fig)
         return fig
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,7 @@ def evolve(
     params: Any = None,
     *,
     progress: bool = True,
+    cache: str | Path | None = None,
     **values: Any,
 ) -> Evolution:
     """Compute (or load from cache) `analysis` at every checkpoint of `run_dir`.
@@ -78,6 +80,9 @@ def evolve(
         analysis: A registered analysis, or its name.
         params: Its `Params` (default: built from `values`).
         progress: Show a progress bar over checkpoints.
+        cache: The folder that caches results per analysis and step (default: ``RUN/analyses``).
+            A cache folder that cannot be written (a read-only run) is only read: nothing is
+            written then, and every result not cached yet is computed.
         **values: `Params` fields, when `params` is not given.
 
     Raises:
@@ -93,16 +98,26 @@ def evolve(
     if not steps:
         raise CheckpointError(f"{run_dir} has no checkpoints to evolve over", "train it first (interp train)")
     wanted = json.loads(json.dumps(to_dict(params)))
+    root = Path(cache) if cache is not None else run_dir / ANALYSES_DIR
+    writable = _writable(root)
     results = []
     for step in tqdm(steps, disable=not progress, unit="ckpt", desc=analysis.name):
-        folder = result_folder(run_dir, analysis.name, step)
+        folder = root / analysis.name / checkpoint_name(step)
         cached = _cached(folder, analysis, wanted)
         if cached is None:
             subject = load_subject(checkpoint_dir(run_dir, step))
             cached = analysis.compute(subject, params)
-            cached.save(folder, figure=False)
+            if writable:
+                cached.save(folder, figure=False)
         results.append(cached)
     return Evolution(run_dir, analysis.name, steps, results, read_metrics(run_dir))
+
+
+def _writable(folder: Path) -> bool:
+    """Whether `folder` (or, if it does not exist yet, its nearest existing parent) can be written."""
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return os.access(folder, os.W_OK)
 
 
 def _params(analysis: Analysis, params: Any, values: dict[str, Any]) -> Any:

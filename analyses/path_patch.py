@@ -20,6 +20,7 @@ from torch import Tensor
 from analyses.base import Analysis, Result, param
 from analyses.effects import (
     PairParams,
+    RecoveryGap,
     add_interval_row,
     effect_stats,
     pairs_for,
@@ -56,7 +57,7 @@ class Params(PairParams):
 
 
 @dataclass(frozen=True)
-class PathPatchResult(Result):
+class PathPatchResult(RecoveryGap, Result):
     """Path-patching effect of every sender head on every receiver.
 
     Attributes:
@@ -116,6 +117,9 @@ class PathPatchResult(Result):
             if not self.logit_diff[s, r].isnan()
         ]
         frame = pd.DataFrame(rows, columns=["sender", "receiver", *keys])
+        if not self.recovery_defined:
+            frame[["recovery", "recovery_low", "recovery_high"]] = float("nan")
+        frame["recovery_defined"] = self.recovery_defined
         order = frame["recovery"].abs().fillna(-1.0).sort_values(ascending=False, kind="stable").index
         return frame.loc[order].reset_index(drop=True)
 
@@ -129,9 +133,10 @@ class PathPatchResult(Result):
             vertical_spacing=0.18,
             subplot_titles=["recovery per path", f"recovery with {ci:.0%} bootstrap intervals"],
         )
+        shown = self.recovery if self.recovery_defined else self.recovery * float("nan")
         fig.add_trace(
             go.Heatmap(
-                z=self.recovery.tolist(),
+                z=shown.tolist(),
                 x=self.receivers,
                 y=self.senders,
                 colorscale="RdBu",
@@ -148,8 +153,10 @@ class PathPatchResult(Result):
         labels = [
             f"{self.senders[s]}->{self.receivers[r]}" for s, r in valid.nonzero().tolist()
         ]  # row-major, as [valid]
+        nan = 1.0 if self.recovery_defined else float("nan")
         values = {
-            k: getattr(self, k)[valid] for k in ("recovery", "recovery_low", "recovery_high", "p_value")
+            k: getattr(self, k)[valid] * (nan if k.startswith("recovery") else 1.0)
+            for k in ("recovery", "recovery_low", "recovery_high", "p_value")
         }
         add_interval_row(fig, 2, 1, labels, values, ci)
         step = f", step {self.step}" if self.step is not None else ""
@@ -157,6 +164,7 @@ class PathPatchResult(Result):
             title=f"Path patching {self.source} into {self.split}{step} ({self.n_pairs} pairs)",
             showlegend=False,
         )
+        self.mark_undefined(fig)
         return fig
 
 

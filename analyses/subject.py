@@ -9,12 +9,12 @@ say which checkpoint it measured. Build one from a run or checkpoint folder with
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from torch import nn
 
-from interp.errors import CheckpointError, ConfigError, did_you_mean
+from interp.errors import CheckpointError, ConfigError, did_you_mean, note
 from interp.splits import Split, Task, split_digests
 from models import load_model
 from tasks import task_from_dict
@@ -31,6 +31,9 @@ class Subject:
         step: The training step of the checkpoint, if it came from one.
         source: The checkpoint folder, if it came from one.
         loss: The loss the model was trained with (``"cross_entropy"`` or ``"mse"``).
+        digests: ``{split name: digest}`` stored in the checkpoint (what the model was trained
+            on); `split` refuses a split whose digest differs. None: nothing to check against.
+        force_data: Analyse splits whose digest differs anyway (a note says so).
     """
 
     model: nn.Module
@@ -39,34 +42,84 @@ class Subject:
     step: int | None = None
     source: str | None = None
     loss: str = "cross_entropy"
+    digests: Mapping[str, str] | None = None
+    force_data: bool = False
+    _checked: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def split(self, name: str) -> Split:
-        """Return the split `name`, or raise a ConfigError listing the valid names."""
+        """Return the split `name`, checked against the checkpoint's digest of it.
+
+        Raises:
+            ConfigError: If `name` is not a split (listing the valid names).
+            CheckpointError: If the split's digest differs from the one stored in the checkpoint
+                (naming both), unless `force_data`.
+        """
         if name not in self.splits:
             raise ConfigError(f"split {name!r} is not a split of this run", did_you_mean(name, self.splits))
-        return self.splits[name]
+        split = self.splits[name]
+        stored = (self.digests or {}).get(name)
+        if stored is not None and self._checked.get(name) != stored:
+            check_digest(name, split.digest(), stored, self.source, force=self.force_data)
+            self._checked[name] = stored
+        return split
 
 
-def load_subject(path: str | Path) -> Subject:
+def check_digest(name: str, found: str, stored: str, source: str | None, *, force: bool) -> None:
+    """Refuse (or with `force`, note) a split whose digest `found` differs from the `stored` one.
+
+    Raises:
+        CheckpointError: Naming the split, both digests and the checkpoint, unless `force`.
+    """
+    if found == stored:
+        return
+    where = source or "the checkpoint"
+    message = (
+        f"split {name!r} has digest {found}, but {where} was trained on split {name!r} with digest "
+        f"{stored}: the data differ (the task code, data seed or config changed)"
+    )
+    if not force:
+        raise CheckpointError(
+            message, "analyse the run's own data, or pass force_data=True (CLI: --force-data)"
+        )
+    note(message + "; analysed anyway (forced)")
+
+
+def load_subject(path: str | Path, *, force_data: bool = False, allow_nonfinite: bool = False) -> Subject:
     """Load the model of a checkpoint folder (or a run folder's latest) with its task's splits.
 
     The splits are rebuilt from the run's task config and data seed, then checked against the
-    fingerprints stored in the checkpoint, so an analysis never runs on data that differs
-    from what the model was trained on.
+    digests stored in the checkpoint, so an analysis never runs on data that differs from what
+    the model was trained on.
+
+    Args:
+        path: A checkpoint folder, or a run folder (its LATEST).
+        force_data: Analyse even if a rebuilt split's digest differs (a note names both).
+        allow_nonfinite: Load weights holding NaN or inf (refused by default).
 
     Raises:
-        CheckpointError: If the checkpoint is missing or damaged, or the data does not match.
+        CheckpointError: If the checkpoint is missing, damaged or not finite, or the data does
+            not match (naming the split and both digests).
     """
-    model, ckpt = load_model(path)
+    model, ckpt = load_model(path, allow_nonfinite=allow_nonfinite)
     where = str(ckpt.run_dir / "config.json")
     task = task_from_dict(ckpt.config["task"], where=where)
     splits = task.splits(ckpt.config["train"]["data_seed"])
     stored = ckpt.meta.get("fingerprints")
-    if stored is not None and stored != split_digests(splits):
-        raise CheckpointError(
-            f"the data rebuilt for {ckpt.path} differs from what it was trained on",
-            "the task code changed since the run; analyse it with the interp version in its config.json",
-        )
+    if stored is not None:
+        rebuilt = split_digests(splits)
+        for name in sorted(set(stored) | set(rebuilt)):
+            if name not in rebuilt or name not in stored:
+                message = (
+                    f"{ckpt.path} was trained on splits {sorted(stored)}, "
+                    f"but the task now builds {sorted(rebuilt)}"
+                )
+                if not force_data:
+                    raise CheckpointError(
+                        message, "pass force_data=True (CLI: --force-data) to analyse anyway"
+                    )
+                note(message)
+                continue
+            check_digest(name, rebuilt[name], stored[name], str(ckpt.path), force=force_data)
     return Subject(
         model=model,
         task=task,
@@ -74,4 +127,6 @@ def load_subject(path: str | Path) -> Subject:
         step=ckpt.step,
         source=str(ckpt.path),
         loss=ckpt.config["train"].get("loss", "cross_entropy"),
+        digests=stored,
+        force_data=force_data,
     )

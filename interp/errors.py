@@ -40,6 +40,15 @@ class CheckpointError(InterpError):
     anchor = "checkpointerror"
 
 
+class RunBusyError(CheckpointError):
+    """Another live process holds the run folder's lock (it is training that run now).
+
+    A sweep skips such a run and picks it up once the lock is free (`interp.sweep.run_sweep`).
+    """
+
+    anchor = "runbusyerror"
+
+
 class FormatVersionError(CheckpointError):
     """A file was written by a newer `interp` than the one reading it."""
 
@@ -70,6 +79,38 @@ class TrainingInterrupted(Exception):
         super().__init__(
             f"stopped by {signal.Signals(signum).name} at epoch {step}; checkpoint saved in {run_dir}"
         )
+
+
+class TrainingDiverged(Exception):
+    """Runs diverged (a weight or loss became NaN or inf); each stopped at that evaluation.
+
+    Not an `InterpError`: the input was valid. The CLI prints one line per run and exits 1; the
+    runs are finished (their `DONE` records ``diverged``), LATEST keeps the last finite state.
+    """
+
+
+def divergence_line(run_dir: object, diverged: dict) -> str:
+    """One line saying where a run diverged (from its summary's ``diverged`` entry)."""
+    ckpt = diverged.get("checkpoint")
+    kept = f"LATEST is its last finite checkpoint, step {ckpt}" if ckpt is not None else "no checkpoint kept"
+    return (
+        f"{run_dir} diverged at epoch {diverged['step']}: {diverged['tensor']} is {diverged['value']} "
+        f"(not saved; {kept})"
+    )
+
+
+class Note(UserWarning):
+    """Something the user should know that is not an error (a skipped torn log line, a thread
+    count that differs from the run's). Library code never prints: it warns with this category,
+    and the CLI prints each as one ``note:`` line.
+    """
+
+
+def note(message: str) -> None:
+    """Tell the user `message` (a `Note` warning; the CLI prints ``note: message``)."""
+    import warnings
+
+    warnings.warn(message, Note, stacklevel=2)
 
 
 def did_you_mean(value: str, valid: Iterable[str]) -> str:

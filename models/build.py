@@ -26,17 +26,21 @@ def build_model(cfg: ModelConfig | dict[str, Any], seed: int = 0) -> nn.Module:
     return MODELS[cfg.kind](cfg, seed=seed)
 
 
-def load_model(path: str | Path) -> tuple[nn.Module, Checkpoint]:
+def load_model(path: str | Path, *, allow_nonfinite: bool = False) -> tuple[nn.Module, Checkpoint]:
     """Load the model stored in a checkpoint folder, or in a run folder's latest checkpoint.
+
+    Args:
+        path: A checkpoint folder, or a run folder (its LATEST).
+        allow_nonfinite: Load weights holding NaN or inf (refused by default).
 
     Returns:
         The model in eval mode, and the `Checkpoint` (step, config, metadata, train state).
 
     Raises:
-        CheckpointError: If the checkpoint is missing or damaged, or its weights do not match
-            the model config stored in the run.
+        CheckpointError: If the checkpoint is missing or damaged, its weights do not match
+            the model config stored in the run, or (unless `allow_nonfinite`) are not finite.
     """
-    ckpt = load_checkpoint(path, load_train_state=False)
+    ckpt = load_checkpoint(path, load_train_state=False, allow_nonfinite=allow_nonfinite)
     cfg = config_from_dict(ckpt.config["model"], where=str(ckpt.run_dir / "config.json"))
     model = build_model(cfg)
     load_state_into(model, ckpt.state_dict, where=str(ckpt.path))

@@ -21,7 +21,9 @@ become the max at a later first position, or fall below the largest untouched el
 then carries a max of another residue (this only helps for tiny values). The partner's
 ``argmax_pos`` extra says where the max ended up.
 
-Partners are drawn uniformly among all valid edits, from `seed` (and the flip and split
+Partners are drawn uniformly among all valid edits (for ``flip="shortcut"``: among every
+(compensating position, new carrier value, compensating value) of the preferred kind, so an edit
+with few compensating values is not drawn more often), from `seed` (and the flip and split
 name), never from global RNG state. Some examples have no valid edit; their partner is the
 example itself and the extra ``valid`` is False. For "first" a partner always exists (n >= 2,
 vocab >= m). For "max" (and vocab >= 3) none exists exactly when (label flip) every element
@@ -93,19 +95,29 @@ def _carrier(task: MPSPTask, x: np.ndarray) -> np.ndarray:
     return x.argmax(axis=1) if task.shortcut == "max" else np.zeros(len(x), dtype=np.int64)
 
 
-def _choose(ok: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Pick one True entry per row uniformly.
+def _choose(
+    ok: np.ndarray, rng: np.random.Generator, weight: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pick one True entry per row, uniformly or with probability proportional to `weight`.
 
     Args:
         ok: Valid edits, bool [batch, n, vocab] (position j, value v).
         rng: Generator.
+        weight: Positive weight of each entry, [batch, n, vocab] (None: all equal).
 
     Returns:
         ``(j, v, valid)``: chosen position and value (int64 [batch], arbitrary where not
         valid) and whether the row had any valid edit (bool [batch]).
     """
     batch, n, vocab = ok.shape
-    scores = np.where(ok, rng.random(ok.shape, dtype=np.float32), -1.0).reshape(batch, n * vocab)
+    if weight is None:
+        scores = np.where(ok, rng.random(ok.shape, dtype=np.float32), -1.0)
+    else:
+        # Exponential race: the entry with the smallest E_i / w_i (E_i ~ Exp(1)) wins with
+        # probability w_i / sum(w); negated so the winner is the argmax.
+        race = -rng.exponential(size=ok.shape) / np.maximum(weight, 1)
+        scores = np.where(ok, race, -np.inf)
+    scores = scores.reshape(batch, n * vocab)
     flat = scores.argmax(axis=1)
     return flat // vocab, flat % vocab, ok.reshape(batch, n * vocab).any(axis=1)
 
@@ -171,7 +183,10 @@ def _flip_shortcut(task: MPSPTask, x: np.ndarray, rng: np.random.Generator) -> t
     else:
         top = np.full(ok.shape, task.vocab - 1)
         ok &= residue <= top
-    j, s, valid = _choose(ok, rng)
+    # Each (j, s') admits `count` compensating values: weighting (j, s') by it, then drawing the
+    # value uniformly, makes every valid edit (j, s', value) equally likely.
+    count = np.where(ok, (top - residue) // task.m + 1, 0)
+    j, s, valid = _choose(ok, rng, weight=count)
     rows = np.flatnonzero(valid)
     j, s = j[rows], s[rows]
     top_c = top[rows, j, s]

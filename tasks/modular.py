@@ -82,6 +82,11 @@ class ModAddTask:
         return 3
 
     @property
+    def n_examples(self) -> int:
+        """Examples over all splits: every pair ``p^2``."""
+        return self.p**2
+
+    @property
     def n_train(self) -> int:
         """Number of training pairs, ``int(train_frac * p^2)``."""
         return int(self.train_frac * self.p**2)

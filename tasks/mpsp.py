@@ -115,6 +115,11 @@ class MPSPTask:
         return self.n + 1
 
     @property
+    def n_examples(self) -> int:
+        """Examples over all splits (what building them must hold in memory)."""
+        return self.n_train + self.n_val + self.n_adv
+
+    @property
     def n_consistent_train(self) -> int:
         """The exact number of shortcut-consistent training examples, ``round(r * n_train)``."""
         return int(round(self.r * self.n_train))

@@ -82,6 +82,11 @@ class NoiseInjectionTask:
         return self.p + self.k if self.new_classes else self.p
 
     @property
+    def n_examples(self) -> int:
+        """Examples over all splits: the original ``p^2`` pairs and the noise set (twice)."""
+        return self.p**2 + 2 * self.k**2
+
+    @property
     def n_ctx(self) -> int:
         """Sequence length: ``[x, y, EQ]``."""
         return 3

@@ -143,8 +143,28 @@ def train_spec(spec: RunSpec, *, device: str = "cpu", progress: bool = False) ->
     where = str(spec.out / "config.json")
     config = from_dict(TrainConfig, spec.train, where=where)
     task = task_from_dict(spec.task, where=where)
+    check_spec_memory(spec, task, config)
     model = build_model(spec.model, seed=config.seed)
     return train(spec.out, model, task, config, device=device, progress=progress)
+
+
+def check_spec_memory(spec: RunSpec, task: Task, config: TrainConfig, seeds: int = 1) -> None:
+    """Refuse `spec` up front if its data and model would not fit in memory (`interp.training.memory`).
+
+    The model is built on torch's meta device to count its parameters: nothing is allocated.
+
+    Raises:
+        ConfigError: With the estimated and the available memory.
+    """
+    import torch
+
+    from interp.training.memory import check_memory
+    from models import build_model
+    from models.config import config_from_dict
+
+    with torch.device("meta"):
+        n_params = sum(p.numel() for p in build_model(spec.model, seed=0).parameters())
+    check_memory(task, config_from_dict(spec.model), n_params, config.batch_size, seeds)
 
 
 def train_specs_vectorized(
@@ -171,6 +191,7 @@ def train_specs_vectorized(
     where = [str(spec.out / "config.json") for spec in specs]
     configs = [from_dict(TrainConfig, spec.train, where=w) for spec, w in zip(specs, where)]
     task = task_from_dict(specs[0].task, where=where[0])
+    check_spec_memory(specs[0], task, configs[0], seeds=len(specs))
     models = [build_model(spec.model, seed=config.seed) for spec, config in zip(specs, configs)]
     return train_vectorized(
         [spec.out for spec in specs], models, task, configs, device=device, progress=progress

@@ -35,6 +35,9 @@ from interp.sweep.specs import SWEEP_FILE, RunSpec, read_sweep
 from tasks import TASKS
 
 FINISHED, UNFINISHED, NOT_STARTED = "finished", "unfinished", "not started"
+# A run whose loss or weights became NaN or inf: it stopped there (its DONE says where); it is
+# listed apart and left out of the rates.
+DIVERGED = "diverged"
 
 
 @dataclass(frozen=True)
@@ -61,11 +64,12 @@ class RunState:
     Attributes:
         sweep: The sweep's name.
         spec: The run's spec.
-        status: ``finished``, ``unfinished`` or ``not started``.
+        status: ``finished``, ``diverged``, ``unfinished`` or ``not started``.
         epoch: The last evaluated epoch (None before the first evaluation).
         final: The last metrics record (empty before the first evaluation).
         best: The best value of every accuracy so far (``"adv/acc"`` -> 0.42).
         milestones: The milestones: from ``DONE`` once finished, from the metrics so far before.
+        diverged: For a diverged run, where: ``{"step", "tensor", "value", "checkpoint"}``.
     """
 
     sweep: str
@@ -75,6 +79,7 @@ class RunState:
     final: dict[str, Any]
     best: dict[str, float]
     milestones: dict[str, dict[str, Any]]
+    diverged: dict[str, Any] | None = None
 
     @property
     def config(self) -> dict[str, Any]:
@@ -113,8 +118,16 @@ def run_state(sweep: str, spec: RunSpec) -> RunState:
     final = records[-1] if records else {}
     if is_done(spec.out):
         summary = read_done(spec.out)
+        status = DIVERGED if "diverged" in summary else FINISHED
         return RunState(
-            sweep, spec, FINISHED, summary["epochs"], summary["final"], best, summary["milestones"]
+            sweep,
+            spec,
+            status,
+            summary["epochs"],
+            summary["final"],
+            best,
+            summary["milestones"],
+            summary.get("diverged"),
         )
     targets = getattr(TASKS.get(spec.task.get("name")), "milestones", {})
     status = UNFINISHED if records or spec.out.exists() else NOT_STARTED
@@ -150,10 +163,12 @@ def configurations(runs: list[RunState]) -> dict[tuple, list[RunState]]:
 def milestone_rates(group: list[RunState]) -> list[dict[str, Any]]:
     """For each milestone of a configuration's runs: finished, reached, rate, Wilson CI, kept, median epoch.
 
-    Rates are over the finished runs (an unfinished run may still reach a milestone); with no
-    finished run the rate and its interval are None and `format_rate` says so.
+    Rates are over the finished runs (an unfinished run may still reach a milestone, a diverged
+    one is counted apart); with no finished run the rate and its interval are None and
+    `format_rate` says so.
     """
     finished = [r for r in group if r.status == FINISHED]
+    diverged = sum(r.status == DIVERGED for r in group)
     rows = []
     for name in dict.fromkeys(name for r in group for name in r.milestones):
         scored = [r.milestones[name] for r in finished if name in r.milestones]
@@ -166,6 +181,7 @@ def milestone_rates(group: list[RunState]) -> list[dict[str, Any]]:
                 "milestone": name,
                 "runs": len(group),
                 "finished": n,
+                "diverged": diverged,
                 "reached": k,
                 "rate": k / n if n else None,
                 "ci_low": low,
@@ -193,6 +209,8 @@ def runs_frame(runs: list[RunState]) -> pd.DataFrame:
     rows = []
     for run in runs:
         row: dict[str, Any] = {"sweep": run.sweep, **run.spec.tags, "status": run.status, "epoch": run.epoch}
+        if run.diverged:
+            row |= {"diverged epoch": run.diverged["step"], "diverged tensor": run.diverged["tensor"]}
         row |= {f"final {k}": v for k, v in run.final.items() if k.endswith("/acc") and k.count("/") == 1}
         row |= {
             f"best {k}": v for k, v in run.best.items() if k.count("/") == 1 and not k.startswith("train")

@@ -27,6 +27,7 @@ from analyses.studies.plots import (
     write_plotly_js,
 )
 from analyses.studies.report import (
+    DIVERGED,
     FINISHED,
     NOT_STARTED,
     RunState,
@@ -154,6 +155,7 @@ def write_report(folder: str | Path, out: str | Path | None = None, *, figure: F
         _milestone_list(runs),
         _rates_html(rate_rows(runs), several=len(sweeps) > 1),
         _figure_div("rates", rates_figure(runs), eager=True),
+        *_diverged_html(runs),
         f"<h2>Runs ({len(runs)})</h2>",
         "<p>Open a run to draw its figure.</p>",
         *(_run_section(index, run, figure) for index, run in enumerate(runs)),
@@ -162,8 +164,23 @@ def write_report(folder: str | Path, out: str | Path | None = None, *, figure: F
     return out / REPORT_FILE
 
 
+def _diverged_html(runs: list[RunState]) -> list[str]:
+    """A section for the runs whose loss or weights became NaN or inf (none: no section)."""
+    diverged = [r for r in runs if r.status == DIVERGED]
+    if not diverged:
+        return []
+    items = "".join(
+        f"<li><b>{html.escape(config_label(r.config))}, seed {r.spec.tags.get('seed')}</b>: diverged at epoch "
+        f"{format_epoch(r.diverged['step'])} ({html.escape(str(r.diverged['tensor']))} is "
+        f"{html.escape(str(r.diverged['value']))}); its last finite checkpoint is step "
+        f"{format_epoch(r.diverged['checkpoint'])}</li>"
+        for r in diverged
+    )
+    return [f"<h2>Diverged runs ({len(diverged)}; not in the rates)</h2>", f"<ul>{items}</ul>"]
+
+
 def _lead(folder: Path, runs: list[RunState], n_sweeps: int) -> str:
-    counts = {s: sum(r.status == s for r in runs) for s in (FINISHED, "unfinished", NOT_STARTED)}
+    counts = {s: sum(r.status == s for r in runs) for s in (FINISHED, DIVERGED, "unfinished", NOT_STARTED)}
     state = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
     sweeps = f"{n_sweeps} sweeps" if n_sweeps > 1 else "one sweep"
     return (
@@ -243,6 +260,8 @@ def run_line(run: RunState) -> str:
     planned = run.spec.train.get("epochs")
     if run.status == FINISHED:
         head = f"finished, {format_epoch(run.epoch)} epochs"
+    elif run.status == DIVERGED:
+        head = f"diverged at epoch {format_epoch(run.diverged['step'])} ({run.diverged['tensor']})"
     else:
         head = f"unfinished: epoch {format_epoch(run.epoch)}" + (f" of {planned:,}" if planned else "")
     reached = [

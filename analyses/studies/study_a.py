@@ -57,19 +57,23 @@ def phase2_onset(
     return None
 
 
-def evolutions(run_dir: str | Path, *, progress: bool = False) -> tuple[Evolution, Evolution]:
-    """The fingerprint and gradient-group evolutions of a run (cached per checkpoint)."""
-    return _fingerprints(run_dir, progress), _gradients(run_dir, progress)
+def evolutions(
+    run_dir: str | Path, *, progress: bool = False, cache: str | Path | None = None
+) -> tuple[Evolution, Evolution]:
+    """The fingerprint and gradient-group evolutions of a run (cached per checkpoint; `cache` as
+    in `evolve`: elsewhere than the run folder, e.g. for a read-only run).
+    """
+    return _fingerprints(run_dir, progress, cache), _gradients(run_dir, progress, cache)
 
 
-def _fingerprints(run_dir: str | Path, progress: bool) -> Evolution:
+def _fingerprints(run_dir: str | Path, progress: bool, cache: str | Path | None = None) -> Evolution:
     fingerprint = get_analysis("fingerprint")
-    return evolve(run_dir, fingerprint, fingerprint.params(split="adv"), progress=progress)
+    return evolve(run_dir, fingerprint, fingerprint.params(split="adv"), progress=progress, cache=cache)
 
 
-def _gradients(run_dir: str | Path, progress: bool) -> Evolution:
+def _gradients(run_dir: str | Path, progress: bool, cache: str | Path | None = None) -> Evolution:
     grads = get_analysis("grads")
-    return evolve(run_dir, grads, grads.params(split="train"), progress=progress)
+    return evolve(run_dir, grads, grads.params(split="train"), progress=progress, cache=cache)
 
 
 def run_title(run_dir: str | Path) -> str:
@@ -83,14 +87,16 @@ def run_title(run_dir: str | Path) -> str:
     return f"{', '.join(parts)} ({Path(run_dir).name})"
 
 
-def circuit_evolution_figure(run_dir: str | Path, *, log_x: bool = True, progress: bool = False) -> go.Figure:
+def circuit_evolution_figure(
+    run_dir: str | Path, *, log_x: bool = True, progress: bool = False, cache: str | Path | None = None
+) -> go.Figure:
     """Study A's circuit-evolution figure of a run (see the module docstring).
 
     Every panel shares one step axis (log by default; step 0 drawn as "0"); the phase-2
     onset, if any, is a dotted line through every panel, labelled in the accuracy panel.
     """
     run_dir = Path(run_dir)
-    fp, gr = evolutions(run_dir, progress=progress)
+    fp, gr = evolutions(run_dir, progress=progress, cache=cache)
     n_classes = read_config(run_dir)["model"]["d_vocab_out"]
     axis = StepAxis([r["step"] for r in fp.metrics] + fp.steps + gr.steps, log=log_x)
     titles = (
@@ -222,12 +228,14 @@ def _place_legends(fig: go.Figure) -> None:
 
 
 @torch.no_grad()
-def attention_explorer(run_dir: str | Path, split: str = "adv", max_examples: int = 1024) -> go.Figure:
+def attention_explorer(
+    run_dir: str | Path, split: str = "adv", max_examples: int = 1024, *, cache: str | Path | None = None
+) -> go.Figure:
     """A slider over checkpoints: mean readout attention per head and key position on `split`,
     beside each head's fingerprints at that checkpoint.
     """
     run_dir = Path(run_dir)
-    fp = _fingerprints(run_dir, progress=False)
+    fp = _fingerprints(run_dir, False, cache)
     means = []
     for step in fp.steps:
         subject = load_subject(checkpoint_dir(run_dir, step))

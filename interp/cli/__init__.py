@@ -5,19 +5,22 @@ table. Commands load on first use (`interp.cli.group`), and heavy imports (torch
 TransformerLens) happen inside them, so `interp --help` starts in well under a second.
 `interp.cli` is the only part of `interp` that may import `models`, `tasks` and `analyses`.
 
-Exit codes: 0 ok, 1 runtime failure, 2 bad usage or bad input, 130 on Ctrl-C. No traceback
-unless `--debug`.
+Exit codes: 0 ok, 1 runtime failure (a full disk, a diverged run), 2 bad usage or bad input,
+130 on Ctrl-C. No traceback unless `--debug`. The library's notes (`interp.errors.Note`) print
+as one ``note:`` line each.
 """
 
 from __future__ import annotations
 
+import errno
 import sys
 import traceback
+import warnings
 
 import click
 
 from interp.cli.group import CommandGroup
-from interp.errors import InterpError, TrainingInterrupted
+from interp.errors import InterpError, Note, TrainingDiverged, TrainingInterrupted
 
 EXIT_RUNTIME, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 
@@ -33,9 +36,20 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj = {"debug": debug}
 
 
+def _show_note(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+    if issubclass(category, Note):
+        click.echo(f"note: {message}", err=True)
+    else:
+        _show_warning(message, category, filename, lineno, file, line)
+
+
+_show_warning = warnings.showwarning
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the CLI and map errors to exit codes."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    warnings.showwarning = _show_note
     try:
         cli.main(args=argv, standalone_mode=False)
     except click.exceptions.Abort:
@@ -54,15 +68,34 @@ def main(argv: list[str] | None = None) -> None:
             f"interrupted: {err}; run the same command (or interp train --resume) to continue", err=True
         )
         sys.exit(128 + err.signum)
+    except TrainingDiverged as err:
+        click.echo(f"error: {err}", err=True)
+        sys.exit(EXIT_RUNTIME)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
+    except OSError as err:
+        if debug:
+            traceback.print_exc()
+        click.echo(os_error_line(err), err=True)
+        sys.exit(EXIT_RUNTIME)
     except Exception as err:  # noqa: BLE001 - the CLI's last line of defence
         if debug:
             traceback.print_exc()
         click.echo(f"error: {type(err).__name__}: {err} (run with --debug for the traceback)", err=True)
         sys.exit(EXIT_RUNTIME)
     sys.exit(0)
+
+
+def os_error_line(err: OSError) -> str:
+    """The one line a failed file operation prints (a full disk says what to do next)."""
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        where = f" writing {err.filename}" if err.filename else ""
+        return (
+            f"error: no space left on the device{where}; the last complete checkpoint is intact: "
+            "free some space and run the same command to resume"
+        )
+    return f"error: {type(err).__name__}: {err} (run with --debug for the traceback)"
 
 
 if __name__ == "__main__":

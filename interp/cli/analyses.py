@@ -19,17 +19,23 @@ def analysis_command(name: str) -> click.Command:
 
     analysis = get_analysis(name)
 
-    def run(ckpt: str, out: str | None, **values: Any) -> None:
+    def run(ckpt: str, out: str | None, force_data: bool, allow_nonfinite: bool, **values: Any) -> None:
         from analyses import load_subject
         from interp.errors import ConfigError
 
-        subject = load_subject(ckpt)
+        subject = load_subject(ckpt, force_data=force_data, allow_nonfinite=allow_nonfinite)
         try:
             params = analysis.params(**values)
         except TypeError as err:
             raise ConfigError(str(err)) from None
-        result = analysis.compute(subject, params)
         folder = Path(out) if out else default_out(subject.source, name)
+        if out is None and not writable(folder):
+            raise ConfigError(
+                f"the run folder of {subject.source} cannot be written (read-only), so the result has no "
+                "default place",
+                "give --out FOLDER (an analysis never writes into the run otherwise)",
+            )
+        result = analysis.compute(subject, params)
         result.save(folder)
         click.echo(f"{name} of {subject.source} (step {subject.step})\n{result.table()}\nsaved to {folder}")
 
@@ -44,13 +50,32 @@ def analysis_command(name: str) -> click.Command:
             ["--out"],
             default=None,
             type=click.Path(file_okay=False),
-            help="Result folder [default: RUN/analyses/NAME/step_N].",
+            help="Result folder [default: RUN/analyses/NAME/step_N]; the only place written.",
+        ),
+        click.Option(
+            ["--force-data"],
+            is_flag=True,
+            help="Analyse even if the rebuilt data's digests differ from the checkpoint's (a note names both).",
+        ),
+        click.Option(
+            ["--allow-nonfinite"],
+            is_flag=True,
+            help="Load weights that hold NaN or inf (a diverged or foreign checkpoint; refused by default).",
         ),
     ]
     options += config_params(analysis.params)
     return click.Command(
         name, callback=run, params=options, help=analysis.summary, short_help=analysis.summary
     )
+
+
+def writable(folder: Path) -> bool:
+    """Whether `folder`, or its nearest existing parent, can be written by this process."""
+    import os
+
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return os.access(folder, os.W_OK)
 
 
 def default_out(checkpoint: str | None, name: str) -> Path:
@@ -71,7 +96,10 @@ def default_out(checkpoint: str | None, name: str) -> Path:
     help="An analysis parameter, NAME=VALUE (repeatable), e.g. split=train or frequencies=14,35.",
 )
 @click.option(
-    "--out", type=click.Path(file_okay=False), default=None, help="Output folder [default: RUN/evolution]."
+    "--out",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Output folder, and its cache/ of per-step results [default: RUN/evolution, cache RUN/analyses].",
 )
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
 def evolve(
@@ -82,21 +110,28 @@ def evolve(
     """
     from analyses import get_analysis
     from analyses.evolution import evolve as evolve_run
+    from interp.errors import ConfigError
 
     folder = Path(out) if out else Path(run_dir) / "evolution"
+    cache = folder / "cache" if out else None  # with --out, nothing is written into the run
+    if out is None and not writable(folder):
+        raise ConfigError(f"{run_dir} cannot be written (read-only)", "give --out FOLDER")
     folder.mkdir(parents=True, exist_ok=True)
     if analysis is None:
         from analyses.studies.plots import write_figure
         from analyses.studies.study_a import attention_explorer, circuit_evolution_figure
 
         write_figure(
-            circuit_evolution_figure(run_dir, progress=not no_progress), folder / "circuit_evolution.html"
+            circuit_evolution_figure(run_dir, progress=not no_progress, cache=cache),
+            folder / "circuit_evolution.html",
         )
-        write_figure(attention_explorer(run_dir), folder / "explorer.html")
+        write_figure(attention_explorer(run_dir, cache=cache), folder / "explorer.html")
         click.echo(f"wrote {folder / 'circuit_evolution.html'} and {folder / 'explorer.html'}")
         return
     entry = get_analysis(analysis)
-    evolution = evolve_run(run_dir, entry, params_from_strings(entry, params), progress=not no_progress)
+    evolution = evolve_run(
+        run_dir, entry, params_from_strings(entry, params), progress=not no_progress, cache=cache
+    )
     frame = evolution.to_frame()
     frame.to_csv(folder / f"{analysis}.csv", index=False)
     click.echo(f"{analysis} over {len(evolution.steps)} checkpoints -> {folder / f'{analysis}.csv'}")

@@ -74,43 +74,60 @@ def make_executor(
 
 
 def run_grid(grid: Any, out: Path, executor: Any, *, progress: bool) -> tuple[int, list[str]]:
-    """Write the sweep file, train every unfinished run, and return (finished, failures)."""
+    """Write the sweep file, train every unfinished run, and return (finished, failures).
+
+    Runs too large for memory are refused before any trains (`check_spec_memory`).
+    """
     from analyses.studies.grids import expand
-    from analyses.studies.recipes import train_spec
-    from interp.config import to_dict
+    from analyses.studies.recipes import check_spec_memory, train_spec
+    from interp.config import from_dict, to_dict
+    from interp.errors import divergence_line
     from interp.sweep.specs import run_sweep, write_sweep
+    from interp.training.config import TrainConfig
+    from tasks import task_from_dict
 
     specs = expand(grid, out)
+    for spec in specs:
+        check_spec_memory(spec, task_from_dict(spec.task), from_dict(TrainConfig, spec.train))
     write_sweep(out, specs, {"grid": to_dict(grid)})
-    failures, finished = [], 0
+    failures, finished, elsewhere, diverged = [], 0, 0, []
     for outcome in run_sweep(specs, partial(train_spec), executor, progress=progress):
         if outcome.ok:
             finished += 1
+            elsewhere += outcome.elsewhere
+            if "diverged" in outcome.value:
+                diverged.append(divergence_line(outcome.item.out, outcome.value["diverged"]))
         else:
             failures.append(f"{outcome.item.out}: {outcome.error.splitlines()[0]}")
+    if elsewhere:
+        click.echo(f"{elsewhere} runs were trained by another process on {out}", err=True)
+    for line in diverged:
+        click.echo(f"diverged: {line}", err=True)
     return finished, failures
 
 
 def write_sweep_report(folder: Path, *, evolution: bool, progress: bool, out: Path | None = None) -> Path:
     """The HTML report of the sweeps below `folder`, written to `out` (default: `folder`);
-    with `evolution`, study A's circuit-evolution figure for every run that has checkpoints.
+    with `evolution`, study A's circuit-evolution figure for every run that has checkpoints
+    (their per-step results cached under `out`/cache when `out` is given, so the runs are only read).
     """
     from analyses.studies.report_page import write_report
 
     figure = None
     if evolution:
-        figure = partial(_evolution_or_accuracy, progress=progress)
+        figure = partial(_evolution_or_accuracy, progress=progress, folder=folder, out=out)
     return write_report(folder, out, figure=figure)
 
 
-def _evolution_or_accuracy(run_dir: Path, *, progress: bool) -> Any:
+def _evolution_or_accuracy(run_dir: Path, *, progress: bool, folder: Path, out: Path | None) -> Any:
     """Circuit evolution where the run kept checkpoints (committed results keep none)."""
     from analyses.studies.report_page import accuracy_figure
     from analyses.studies.study_a import circuit_evolution_figure
     from interp.store import list_checkpoints
 
     if list_checkpoints(run_dir):
-        return circuit_evolution_figure(run_dir, progress=progress)
+        cache = None if out is None else out / "cache" / Path(run_dir).relative_to(folder)
+        return circuit_evolution_figure(run_dir, progress=progress, cache=cache)
     return accuracy_figure(run_dir)
 
 
@@ -179,6 +196,12 @@ def sweep(
     help="Per-run circuit-evolution figures for runs with checkpoints (study A; computes and caches "
     "fingerprints and gradients per checkpoint in the run folders).",
 )
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Folder for the report (then SWEEP_DIR is only read) [default: SWEEP_DIR].",
+)
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
 def report(folder: str, out: str | None, evolution: bool, no_progress: bool) -> None:
     """Report the sweeps in FOLDER (one sweep, or a results folder with several below it): what
@@ -189,6 +212,10 @@ def report(folder: str, out: str | None, evolution: bool, no_progress: bool) -> 
       interp report runs/demo
       interp report results/study-a --out /tmp/study-a-report
     """
+    from interp.cli.analyses import writable
+
+    if out is None and not writable(Path(folder)):
+        raise ConfigError(f"{folder} cannot be written (read-only)", "give --out FOLDER for the report")
     path = write_sweep_report(
         Path(folder), evolution=evolution, progress=not no_progress, out=Path(out) if out else None
     )

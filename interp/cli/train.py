@@ -103,6 +103,13 @@ def train_runs(
     from interp.sweep.specs import run_sweep
 
     _check_device(device)
+    if len(specs) > 1 and not vectorize:  # one run, or a vectorised group, checks in this process
+        from analyses.studies.recipes import check_spec_memory
+        from interp.config import from_dict
+        from tasks import task_from_dict
+
+        for spec in specs:  # up front: a run too large for memory is refused before any trains
+            check_spec_memory(spec, task_from_dict(spec.task), from_dict(TrainConfig, spec.train))
     if vectorize:
         return _train_vectorized(specs, device=device, threads=threads, jobs=jobs, progress=progress)
     if len(specs) == 1:
@@ -263,3 +270,18 @@ def train(
             specs, device=device, threads=threads, jobs=jobs, progress=not no_progress, vectorize=vectorize
         )
     )
+    check_diverged(specs)
+
+
+def check_diverged(specs: list[RunSpec]) -> None:
+    """Raise `TrainingDiverged` with one line per run whose DONE records a divergence."""
+    from interp.errors import TrainingDiverged, divergence_line
+    from interp.store.run_folder import is_done, read_done
+
+    lines = [
+        divergence_line(spec.out, done["diverged"])
+        for spec in specs
+        if is_done(spec.out) and "diverged" in (done := read_done(spec.out))
+    ]
+    if lines:
+        raise TrainingDiverged("\n".join(lines))

@@ -12,6 +12,7 @@ without its final newline is the trace of a killed writer and is dropped.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -60,6 +61,13 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as err:
+        Path(tmp).unlink(missing_ok=True)
+        if (
+            err.filename is None and err.errno is not None
+        ):  # a failed write names no file; a full disk should say which
+            err.filename = str(path)
+        raise
     except BaseException:
         # Only a failed write gets here; a killed process leaves `tmp` for later cleanup.
         Path(tmp).unlink(missing_ok=True)
@@ -90,17 +98,29 @@ def append_jsonl(path: str | os.PathLike[str], record: dict[str, Any]) -> None:
     """Append `record` as one JSON line to `path` (created if missing) and fsync it.
 
     A partial last line left by a killed writer is cut off first, so it can never merge with
-    the new record into one unreadable line.
+    the new record into one unreadable line. A write that fails (a full disk) is cut off too,
+    so the file ends with its last complete record.
 
     Raises:
         TypeError: If `record` is not JSON-serialisable (nothing is written then).
+        OSError: If the line cannot be written (e.g. ENOSPC, naming `path`).
     """
     line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
-    with open(path, "ab+") as f:
+    # Unbuffered: a failed write must leave no buffered bytes behind to be flushed later.
+    with open(path, "ab+", buffering=0) as f:
         _drop_partial_line(f)
-        f.write(line)
-        f.flush()
-        os.fsync(f.fileno())
+        size = f.seek(0, os.SEEK_END)
+        try:
+            view = memoryview(line)
+            while view:
+                view = view[os.write(f.fileno(), view) :]
+            os.fsync(f.fileno())
+        except OSError as err:
+            with contextlib.suppress(OSError):
+                os.ftruncate(f.fileno(), size)
+            if err.filename is None and err.errno is not None:
+                err.filename = str(path)
+            raise
 
 
 def _drop_partial_line(f: Any) -> None:

@@ -32,7 +32,13 @@ from torch import Tensor
 
 from interp.errors import CheckpointError
 from interp.store.atomic import atomic_write_text, dumps_json, fsync_dir
-from interp.store.formats import model_bytes, model_from_bytes, train_state_bytes, train_state_from_bytes
+from interp.store.formats import (
+    first_nonfinite,
+    model_bytes,
+    model_from_bytes,
+    train_state_bytes,
+    train_state_from_bytes,
+)
 from interp.store.run_folder import (
     CHECKPOINTS_DIR,
     CONFIG_FILE,
@@ -143,10 +149,17 @@ def save_checkpoint(
 
 
 def _write_synced(path: Path, data: bytes) -> None:
-    with open(path, "xb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with open(path, "xb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as err:
+        if (
+            err.filename is None and err.errno is not None
+        ):  # a failed write names no file; a full disk should say which
+            err.filename = str(path)
+        raise
 
 
 def _move_into_place(tmp: Path, final: Path) -> None:
@@ -281,20 +294,26 @@ def resolve_checkpoint(path: str | os.PathLike[str]) -> Path:
     return ckpt_dir / latest
 
 
-def load_checkpoint(path: str | os.PathLike[str], *, load_train_state: bool = True) -> Checkpoint:
+def load_checkpoint(
+    path: str | os.PathLike[str], *, load_train_state: bool = True, allow_nonfinite: bool = False
+) -> Checkpoint:
     """Load and verify a checkpoint.
 
     Args:
         path: A checkpoint folder, or a run folder (meaning the checkpoint named in LATEST).
         load_train_state: Whether to read train_state.pt (only resuming needs it; when False
             the file is neither verified nor read).
+        allow_nonfinite: Load weights that hold NaN or inf. A checkpoint `interp` wrote never
+            does (a diverged run stops before saving), so such weights are refused by default:
+            an analysis of them would report numbers about a broken model.
 
     Returns:
         The checkpoint, with CPU tensors.
 
     Raises:
-        CheckpointError: If a file is missing, fails its sha256 check, cannot be parsed, or
-            train_state.pt holds objects other than tensors and plain values.
+        CheckpointError: If a file is missing, fails its sha256 check, cannot be parsed,
+            train_state.pt holds objects other than tensors and plain values, or (unless
+            `allow_nonfinite`) a weight is not finite.
         FormatVersionError: If manifest.json or config.json comes from a newer `interp`.
     """
     ckpt = resolve_checkpoint(path)
@@ -305,6 +324,13 @@ def load_checkpoint(path: str | os.PathLike[str], *, load_train_state: bool = Tr
     # Verify everything before deserialising anything, and parse the very bytes verified.
     blobs = {name: _read_verified(ckpt, name, manifest, run_dir) for name in wanted}
     state_dict = model_from_bytes(ckpt / MODEL_FILE, blobs[MODEL_FILE])
+    if not allow_nonfinite and (bad := first_nonfinite(state_dict)) is not None:
+        raise CheckpointError(
+            f"{ckpt / MODEL_FILE} holds non-finite weights ({bad[0]!r} has {bad[1]}); its manifest is "
+            "valid, so the run diverged or the file was written elsewhere",
+            "load it anyway with allow_nonfinite=True (CLI: --allow-nonfinite); "
+            + _others_hint(run_dir, manifest["step"]),
+        )
     train_state = None
     if TRAIN_STATE_FILE in blobs:
         train_state = train_state_from_bytes(ckpt / TRAIN_STATE_FILE, blobs[TRAIN_STATE_FILE])

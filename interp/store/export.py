@@ -35,7 +35,9 @@ def log_spaced(steps: list[int], count: int) -> list[int]:
     return sorted(chosen)
 
 
-def export_weights(run_dir: str | os.PathLike[str], dest: str | os.PathLike[str], count: int = 16) -> list[int]:
+def export_weights(
+    run_dir: str | os.PathLike[str], dest: str | os.PathLike[str], count: int = 16
+) -> list[int]:
     """Write weights-only copies of up to `count` log-spaced checkpoints of `run_dir` into `dest`.
 
     Args:

@@ -1,7 +1,10 @@
 """The bytes of a checkpoint's files: what may be stored, and reading it back without running code.
 
 * Weights: safetensors (tensors only, by construction), with the state dict's key order kept in
-  the header metadata so a loaded state dict iterates as it was saved.
+  the header metadata so a loaded state dict iterates as it was saved. The header is rewritten
+  in one canonical form (sorted keys, no spaces): safetensors writes its metadata in an order
+  that varies from process to process, and two identical runs must write identical bytes (their
+  manifests' sha256 then agree).
 * Training state (optimizer, RNG states): a torch file that must load with
   ``torch.load(weights_only=True)``. Saving checks that now, so a run never writes a state it could
   not resume; loading never unpickles anything else (a forged file is refused, not executed).
@@ -40,7 +43,31 @@ def model_bytes(state_dict: Mapping[str, Tensor]) -> bytes:
         tensors[key] = value.detach().cpu().clone(memory_format=torch.contiguous_format)
     # safetensors sorts its header; the order is kept so a loaded state dict iterates as saved.
     metadata = {"format": "pt", _ORDER_KEY: json.dumps(list(tensors))}
-    return safetensors.torch.save(tensors, metadata=metadata)
+    return canonical_safetensors(safetensors.torch.save(tensors, metadata=metadata))
+
+
+def canonical_safetensors(data: bytes) -> bytes:
+    """The same safetensors file with its JSON header in one canonical form.
+
+    The header maps names to dtype, shape and byte offsets into the data that follows it, so it
+    can be re-serialised (sorted keys, compact, space-padded to 8 bytes as the format asks)
+    without touching the data: the tensors are the same, and so are the bytes of any two
+    processes that save them.
+    """
+    size = int.from_bytes(data[:8], "little")
+    header = json.dumps(json.loads(data[8 : 8 + size]), sort_keys=True, separators=(",", ":")).encode()
+    header += b" " * (-len(header) % 8)
+    return len(header).to_bytes(8, "little") + header + data[8 + size :]
+
+
+def first_nonfinite(state_dict: Mapping[str, Tensor]) -> tuple[str, str] | None:
+    """The first floating tensor holding NaN or inf, as ``(name, "nan" | "inf")``; None if all finite."""
+    for name, value in state_dict.items():
+        if value.is_floating_point() or value.is_complex():
+            finite = torch.isfinite(value)
+            if not bool(finite.all()):
+                return name, "nan" if bool(torch.isnan(value).any()) else "inf"
+    return None
 
 
 def model_from_bytes(path: Path, data: bytes) -> dict[str, Tensor]:

@@ -4,9 +4,14 @@
 runs/<name>/config.json     model + task + train config, format_version, versions, git sha
 runs/<name>/metrics.jsonl   one JSON object per evaluation (step + metrics)
 runs/<name>/checkpoints/    see `interp.store.checkpoint`
+runs/<name>/sessions.jsonl  one line per training session: start step, pid, host, threads
 runs/<name>/DONE            written last (JSON summary)
 runs/<name>/.lock           flock held by the process writing the run
 ```
+
+`config.json` also records the torch thread count the run started with (``threads``), outside
+the part of the config that must match on resume: float reductions depend on it, so a bit-exact
+resume holds only for the same count, and resuming with another one says so.
 
 A run folder is idempotent: re-running the same config resumes it, a different config is an
 error (it would mix two experiments in one folder). Every JSON file carries a
@@ -26,17 +31,18 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from interp.errors import CheckpointError, ConfigError, FormatVersionError
+from interp.errors import CheckpointError, ConfigError, FormatVersionError, RunBusyError, note
 from interp.store.atomic import append_jsonl, atomic_write_json, atomic_write_text
 
 FORMAT_VERSION = 1
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.jsonl"
+SESSIONS_FILE = "sessions.jsonl"
 CHECKPOINTS_DIR = "checkpoints"
 DONE_FILE = "DONE"
 LOCK_FILE = ".lock"
 # Keys that create_run adds; everything else in config.json is the user's config.
-RESERVED_KEYS = ("format_version", "versions", "git_sha")
+RESERVED_KEYS = ("format_version", "versions", "git_sha", "threads")
 
 
 def checkpoint_name(step: int) -> str:
@@ -116,6 +122,13 @@ def software_versions() -> dict[str, str | None]:
     }
 
 
+def thread_count() -> int:
+    """The torch intra-op thread count of this process (float sums depend on it)."""
+    import torch
+
+    return torch.get_num_threads()
+
+
 def git_sha() -> str | None:
     """The commit of the `interp` source checkout, or None if it cannot be told (best effort)."""
     try:
@@ -166,6 +179,7 @@ def create_run(run_dir: str | os.PathLike[str], config: Mapping[str, Any]) -> Pa
     full = {"format_version": FORMAT_VERSION, **user}
     full["versions"] = software_versions()
     full["git_sha"] = git_sha()
+    full["threads"] = thread_count()
     atomic_write_json(path, full)
     return run_dir
 
@@ -218,7 +232,8 @@ def append_metrics(run_dir: str | os.PathLike[str], record: Mapping[str, Any]) -
 def read_metrics(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Read all complete records of metrics.jsonl (none if the file does not exist yet).
 
-    A last line without its newline was cut short by a killed writer and is skipped.
+    A last line without its newline was cut short by a killed writer: it is skipped with a
+    note (`interp.errors.Note`), and resuming the run rewrites the log without it.
 
     Raises:
         CheckpointError: If a complete line is not a JSON object (the file is damaged).
@@ -228,7 +243,13 @@ def read_metrics(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
         data = path.read_bytes()
     except FileNotFoundError:
         return []
-    lines = data.split(b"\n")[:-1]  # the element after the last newline is partial or empty
+    lines = data.split(b"\n")
+    if lines[-1]:  # the element after the last newline is empty unless a write was cut short
+        note(
+            f"{path}: skipped its partial last line ({len(lines[-1])} bytes, a write cut short by a kill); "
+            "resuming the run rewrites the log"
+        )
+    lines = lines[:-1]
     records = []
     for number, line in enumerate(lines, start=1):
         try:
@@ -282,6 +303,49 @@ def read_done(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k != "format_version"}
 
 
+def append_session(run_dir: str | os.PathLike[str], start_step: int) -> None:
+    """Record in sessions.jsonl that this process (pid, host, threads) trains the run from `start_step`."""
+    import datetime
+    import socket
+
+    record = {
+        "start_step": start_step,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "threads": thread_count(),
+        "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+    append_jsonl(Path(run_dir) / SESSIONS_FILE, record)
+
+
+def read_sessions(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The complete records of sessions.jsonl (none if the run never trained)."""
+    path = Path(run_dir) / SESSIONS_FILE
+    try:
+        lines = path.read_bytes().split(b"\n")[:-1]
+    except FileNotFoundError:
+        return []
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def is_locked(run_dir: str | os.PathLike[str]) -> bool:
+    """Whether a live process holds the run folder's lock right now."""
+    path = Path(run_dir) / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def run_lock(run_dir: str | os.PathLike[str]) -> Iterator[Path]:
     """Hold an exclusive lock on a run folder while writing it (created if missing).
@@ -293,7 +357,7 @@ def run_lock(run_dir: str | os.PathLike[str]) -> Iterator[Path]:
         The run folder.
 
     Raises:
-        CheckpointError: If another process holds the lock.
+        RunBusyError: If another process holds the lock.
     """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -303,7 +367,7 @@ def run_lock(run_dir: str | os.PathLike[str]) -> Iterator[Path]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-            raise CheckpointError(
+            raise RunBusyError(
                 f"run folder {run_dir} is being written by another process (pid {holder})",
                 "wait for it to finish, or choose another --out folder",
             ) from None

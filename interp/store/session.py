@@ -9,7 +9,9 @@ make a run safe to kill at any moment live in one place:
 * `finished()` tells a run that already wrote `DONE` (it is never retrained);
 * `resume()` loads a checkpoint, refuses one whose stored split digests differ from the data
   rebuilt now (the task code or data seed changed), and cuts `metrics.jsonl` back to the
-  checkpoint's step, so the records logged after it by a killed process are not logged twice;
+  checkpoint's step, so the records logged after it by a killed process are not logged twice
+  (and a line torn by a kill is dropped); it records the session in `sessions.jsonl` and notes a
+  thread count other than the run's (bit-exact resume holds only for the same count);
 * `save()` stores the digests with every checkpoint; `finish()` writes `DONE` last.
 
 Usage::
@@ -34,17 +36,20 @@ from typing import Any
 
 from torch import Tensor
 
-from interp.errors import CheckpointError
+from interp.errors import CheckpointError, note
 from interp.store.checkpoint import Checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
 from interp.store.run_folder import (
     append_metrics,
+    append_session,
     checkpoint_dir,
     create_run,
     is_done,
     mark_done,
+    read_config,
     read_done,
     read_metrics,
     run_lock,
+    thread_count,
     truncate_metrics,
 )
 
@@ -105,6 +110,7 @@ class RunSession:
         """
         if step == -1 or not self.checkpoints():
             truncate_metrics(self.run_dir, -1)
+            append_session(self.run_dir, 0)
             return None
         where = self.run_dir if step is None else checkpoint_dir(self.run_dir, step)
         ckpt = load_checkpoint(where, load_train_state=load_train_state)
@@ -114,6 +120,14 @@ class RunSession:
                 "the task code or data seed differs; train into a new --out folder",
             )
         truncate_metrics(self.run_dir, ckpt.step)
+        append_session(self.run_dir, ckpt.step)
+        started, now = read_config(self.run_dir).get("threads"), thread_count()
+        if started is not None and started != now:
+            note(
+                f"{self.run_dir} started with {started} torch threads and resumes with {now}: float sums "
+                f"differ between thread counts, so it will not be bit-identical to an uninterrupted run "
+                f"(use --threads {started} for that)"
+            )
         return ckpt
 
     def log(self, record: Mapping[str, Any]) -> None:

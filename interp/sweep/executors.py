@@ -17,18 +17,24 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
-from interp.errors import TrainingInterrupted
+from interp.errors import RunBusyError, TrainingInterrupted
 
 T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class Outcome(Generic[T]):
-    """What became of one item: its value, or the error that stopped it."""
+    """What became of one item: its value, or the error that stopped it.
+
+    ``busy`` marks an item whose run folder another live process holds (`interp.errors.RunBusyError`):
+    not a failure, the sweep waits for that process and takes its result (`elsewhere`).
+    """
 
     item: T
     value: Any = None
     error: str | None = None
+    busy: bool = False
+    elsewhere: bool = False
 
     @property
     def ok(self) -> bool:
@@ -54,6 +60,8 @@ def _call_reporting(fn: Callable[[T], Any], item: T, threads: int | None) -> Out
         return Outcome(item, fn(item))
     except TrainingInterrupted:
         raise  # Ctrl-C / SIGTERM stops the whole sweep (the run saved a checkpoint first)
+    except RunBusyError as err:  # another sweep trains it now: not a failure
+        return Outcome(item, error=str(err), busy=True)
     except Exception as err:  # noqa: BLE001 - one failing run must not stop the others
         return Outcome(item, error=f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=-3)}")
 
@@ -290,4 +298,4 @@ class SubmititExecutor:
             return Outcome(item, error=f"{type(err).__name__} (job {job.job_id}): {err}")
         if not isinstance(reported, Outcome):  # pragma: no cover - only _call_reporting runs
             return Outcome(item, reported)
-        return Outcome(item, reported.value, reported.error)
+        return Outcome(item, reported.value, reported.error, reported.busy)

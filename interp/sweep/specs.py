@@ -4,7 +4,10 @@ A `RunSpec` is everything needed to (re)start one run: its folder and its model,
 training configs as plain dicts (picklable, JSON-able, so it travels to worker processes and
 cluster jobs). A sweep folder holds `sweep.json` (the specs, written once) and one run folder
 per spec. Running a sweep again skips finished runs (`DONE`) and resumes interrupted ones from
-their `LATEST` checkpoint, so a sweep killed at any point finishes by being run again.
+their `LATEST` checkpoint, so a sweep killed at any point finishes by being run again. Two sweeps
+may run on one folder at once: a run whose lock another live process holds is skipped, and
+once that process lets go, its result is taken (or, if it died, the run is trained here), so
+every run is trained exactly once between them.
 
 Per-run seeds derive from the sweep seed (`derive_seed`): the model seed from the sweep seed,
 the seed index and the model config (so, as study C requires, every noise level of one seed
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +29,7 @@ from tqdm import tqdm
 
 from interp.errors import ConfigError
 from interp.store.atomic import atomic_write_json
-from interp.store.run_folder import FORMAT_VERSION, is_done, read_done, read_json
+from interp.store.run_folder import FORMAT_VERSION, is_done, is_locked, read_done, read_json
 from interp.sweep.executors import Executor, Outcome
 
 SWEEP_FILE = "sweep.json"
@@ -150,12 +154,20 @@ def export_records(sweep_dir: str | Path, dest: str | Path) -> list[Path]:
 
 
 def run_sweep(
-    specs: Sequence[RunSpec], worker: Callable[[RunSpec], Any], executor: Executor, *, progress: bool = True
+    specs: Sequence[RunSpec],
+    worker: Callable[[RunSpec], Any],
+    executor: Executor,
+    *,
+    progress: bool = True,
+    poll_s: float = 0.5,
 ) -> Iterator[Outcome[RunSpec]]:
     """Train every unfinished run with `executor`, yielding an outcome per run.
 
     Finished runs are not retrained: their outcome carries the summary from `DONE`. A run
-    that fails is reported in its outcome and does not stop the others.
+    that fails is reported in its outcome and does not stop the others. A run another live
+    process is training (its lock is held) is waited for after the others: its outcome then
+    carries that process's `DONE` (``elsewhere=True``), or, if the process stopped without
+    finishing it, the run is trained here.
     """
     done = [s for s in specs if is_done(s.out)]
     pending = [s for s in specs if not is_done(s.out)]
@@ -163,6 +175,20 @@ def run_sweep(
     with bar:
         for spec in done:
             yield Outcome(spec, read_done(spec.out))
-        for outcome in executor.map(worker, pending):
-            bar.update(1)
-            yield outcome
+        while pending:
+            busy = []
+            for outcome in executor.map(worker, pending):
+                if outcome.busy:
+                    busy.append(outcome.item)
+                    continue
+                bar.update(1)
+                yield outcome
+            pending = []
+            for spec in busy:
+                while is_locked(spec.out):
+                    time.sleep(poll_s)
+                if is_done(spec.out):
+                    bar.update(1)
+                    yield Outcome(spec, read_done(spec.out), elsewhere=True)
+                else:  # its process stopped before finishing it: train it here
+                    pending.append(spec)

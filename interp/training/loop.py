@@ -19,13 +19,17 @@ Never losing work:
   resuming after a `kill -9` gives bit-identical weights and metrics (same machine, CPU);
 * SIGINT / SIGTERM are turned into a checkpoint at the next step boundary (`stop_on_signals`),
   then `TrainingInterrupted` (the CLI exits 130 / 143);
-* a finished run (`DONE`) is not retrained, and a lock keeps two processes out of one folder.
+* a finished run (`DONE`) is not retrained, and a lock keeps two processes out of one folder;
+* a run whose weights or evaluated losses become NaN or inf stops at that evaluation (or
+  checkpoint) without saving it: LATEST keeps the last finite checkpoint, and `DONE` records
+  ``diverged: {step, tensor, value, checkpoint}`` so reports list it apart.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import signal
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -41,6 +45,7 @@ from interp.errors import TrainingInterrupted
 from interp.metrics import evaluate, milestones, per_example_loss
 from interp.splits import Split, Task, split_digests
 from interp.store.checkpoint import load_state_into
+from interp.store.formats import first_nonfinite
 from interp.store.session import RunSession, open_run
 from interp.training.config import TrainConfig
 from interp.training.schedule import schedule
@@ -183,6 +188,7 @@ class TrainLoop:
         )
         self.target_acc, self.reached, self.train_acc = target_acc, False, float("nan")
         self.step = -1
+        self.diverged: dict[str, Any] | None = None
 
     def resume(self, step: int | None = None) -> None:
         """Continue from the checkpoint of `step` (None: the latest; -1: start afresh)."""
@@ -228,7 +234,7 @@ class TrainLoop:
             if self.step < 0:  # a fresh run: record and save the initial state as epoch 0
                 self.step = 0
                 show_accuracies(bar, [self.after_step()])
-            while self.step < self.config.epochs:
+            while self.step < self.config.epochs and self.diverged is None:
                 if stop.signum is not None:
                     self.save()
                     raise TrainingInterrupted(stop.signum, self.step, self.session.run_dir)
@@ -268,14 +274,35 @@ class TrainLoop:
         return self.reached
 
     def after_step(self) -> dict[str, Any] | None:
-        """Evaluate and checkpoint if the schedule says so; return the metrics record if any."""
+        """Evaluate and checkpoint if the schedule says so; return the metrics record if any.
+
+        Both check first that the weights (and the evaluated metrics) are finite; if one is not,
+        nothing is logged or saved, `diverged` says where, and the run stops.
+        """
         record = self.evaluate() if self.step in self.eval_steps else None
         if self.step in self.ckpt_steps:
             self.save()
         return record
 
+    def finite(self) -> bool:
+        """Whether the run has not diverged; checks the weights now (NaN or inf: it has)."""
+        if self.diverged is None and (bad := first_nonfinite(self.model.state_dict())) is not None:
+            self._diverge(*bad)
+        return self.diverged is None
+
+    def _diverge(self, tensor: str, value: str) -> None:
+        saved = self.session.checkpoints()
+        self.diverged = {
+            "step": self.step,
+            "tensor": tensor,
+            "value": value,
+            "checkpoint": saved[-1] if saved else None,
+        }
+
     def finish_step(self) -> None:
         """Make sure the final state is evaluated and saved (a target can stop off schedule)."""
+        if self.diverged is not None:
+            return
         if self.target_acc is not None and not self.reached and self.step >= self.config.epochs:
             with torch.no_grad():
                 self._reached(self.forward(self.splits["train"].tokens), self.splits["train"].labels)
@@ -285,14 +312,28 @@ class TrainLoop:
         if self.step not in self.session.checkpoints():
             self.save()
 
-    def evaluate(self) -> dict[str, Any]:
-        """Evaluate every split and group with the hooked forward and log the record."""
+    def evaluate(self) -> dict[str, Any] | None:
+        """Evaluate every split and group with the hooked forward and log the record.
+
+        Returns None and logs nothing once the weights or a metric are not finite (`diverged`).
+        """
+        if not self.finite():
+            return None
         record = {"step": self.step, **evaluate(self.model.readout, self.splits, self.config.loss)}
+        bad = next((k for k, v in record.items() if isinstance(v, float) and not math.isfinite(v)), None)
+        if bad is not None:
+            self._diverge(bad, str(record[bad]))
+            return None
         self.session.log(record)
         return record
 
     def save(self) -> None:
-        """Checkpoint the weights, the optimizer and the minibatch RNG at the current step."""
+        """Checkpoint the weights, the optimizer and the minibatch RNG at the current step.
+
+        A diverged run (weights not finite) saves nothing: LATEST keeps its last finite state.
+        """
+        if not self.finite():
+            return
         state = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
         train_state = {
             "optimizer": cpu_copy(self.optimizer.state_dict()),
@@ -301,9 +342,16 @@ class TrainLoop:
         self.session.save(self.step, state, train_state)
 
     def summary(self, targets: Mapping[str, Any]) -> dict[str, Any]:
-        """The `DONE` summary: epochs, the final record and the task's milestones."""
+        """The `DONE` summary: epochs, the final record, the task's milestones (and `diverged`)."""
         records = self.session.metrics()
-        return {"epochs": self.step, "final": records[-1], "milestones": milestones(records, targets)}
+        summary = {
+            "epochs": self.step,
+            "final": records[-1] if records else {"step": None},
+            "milestones": milestones(records, targets),
+        }
+        if self.diverged is not None:
+            summary["diverged"] = dict(self.diverged)
+        return summary
 
 
 def show_accuracies(bar: tqdm, records: list[dict[str, Any] | None]) -> None:

@@ -19,7 +19,8 @@ Numerics: the batched matmuls sum in another order than the per-seed ones, so a 
 equals its separately trained run up to float rounding (tested), not bit for bit. Everything
 else of the engine holds: evaluation and checkpoints on the same schedule (the stacked state is
 copied into each seed's `TrainLoop` first: this module replaces only `TrainLoop.epoch`),
-SIGINT / SIGTERM save every seed, and a vectorised group resumed vectorised is bit-identical
+SIGINT / SIGTERM save every seed, a seed that diverges stops logging and saving (its
+`DONE` says where it diverged) while the others train on, and a vectorised group resumed vectorised is bit-identical
 to an uninterrupted one (CPU). Each seed's folder is an ordinary run that `train` can also
 resume alone.
 """
@@ -215,7 +216,9 @@ class StackedSeeds:
         with bar:
             if self.step < 0:  # fresh runs: record and save the initial states as epoch 0
                 self._advance(bar, 0)
-            while self.step < config.epochs:
+            # A diverged seed stays in the stack (vmap keeps seeds apart: its NaNs touch no other
+            # seed, and the others' sums keep their order) but logs and saves nothing more.
+            while self.step < config.epochs and any(loop.diverged is None for loop in self.loops):
                 if stop.signum is not None:
                     self.sync()
                     for loop in self.loops:

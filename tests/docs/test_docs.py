@@ -144,3 +144,14 @@ def test_study_as_rates_table_is_the_report_of_the_committed_results():
     from analyses.studies.report import rate_markdown
 
     assert rate_markdown(DOCS.parent / "results" / "study-a") in (DOCS / "study_a.md").read_text()
+
+
+def test_the_splits_page_says_the_consistent_count_rounds_half_to_even():
+    from tasks import MPSPTask
+
+    text = (DOCS / "concepts" / "splits.md").read_text()
+    assert "half to even" in text and "`r = 0.5` with `n_train = 5` gives 2" in text
+    assert "`n_train = 7`, 4" in text
+    # ... as the code does: 2.5 -> 2 and 3.5 -> 4
+    assert MPSPTask(r=0.5, n_train=5).n_consistent_train == 2
+    assert MPSPTask(r=0.5, n_train=7).n_consistent_train == 4

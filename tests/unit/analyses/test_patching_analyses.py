@@ -131,3 +131,37 @@ def test_the_callers_hooks_survive_an_analysis_whose_hook_raises(subject, monkey
         assert len(calls) > before, "and it keeps firing in later analyses"
     finally:
         model.reset_hooks()
+
+
+@pytest.mark.parametrize("analysis", ["patch", "path-patch"])
+def test_recovery_is_undefined_below_the_gap_threshold_in_table_and_figure(analysis):
+    """A model that barely tells clean from corrupted inputs apart (an init scaled down so all
+    logits are ~1e-4) has a gap far below MIN_RECOVERY_GAP: its recoveries, noise divided by
+    noise, are not shown; the same site on a model with a real gap is.
+    """
+    from analyses.effects import MIN_RECOVERY_GAP
+
+    module = {"patch": patch, "path-patch": path_patch}[analysis]
+    params = module.Params(source="val", max_examples=24, n_boot=20)
+    flat = Subject(
+        model=models.Transformer(tiny_config(TASK, init_range=1e-4), seed=3).eval(),
+        task=TASK,
+        splits=TASK.splits(0),
+    )
+    result = module.compute(flat, params)
+    assert abs(result.gap) < MIN_RECOVERY_GAP and not result.recovery_defined
+    assert result.recovery.isfinite().any()  # the raw ratio exists, and is meaningless
+    frame = result.to_frame()
+    assert frame["recovery"].isna().all() and not frame["recovery_defined"].any()
+    assert frame["logit_diff"].notna().any()  # the logit differences are still reported
+    assert result.table().splitlines()[0].startswith("recovery undefined: |LD_source - LD_target| = ")
+    figure = result.figure()
+    assert any("recovery undefined" in a.text for a in figure.layout.annotations)
+    shown = [v for trace in figure.data if isinstance(trace, go.Heatmap) for row in trace.z for v in row]
+    assert shown and all(v is None or v != v for v in shown)  # blank cells: NaN
+    real = module.compute(
+        Subject(model=models.Transformer(tiny_config(TASK), seed=3).eval(), task=TASK, splits=TASK.splits(0)),
+        params,
+    )
+    if abs(real.gap) >= MIN_RECOVERY_GAP:
+        assert real.to_frame()["recovery"].notna().any() and "undefined" not in real.table()

@@ -178,3 +178,36 @@ def test_bad_inputs_raise() -> None:
         counterfactual(MPSPTask(n=4), train, "label")
     with pytest.raises(ConfigError, match="does not fit"):
         counterfactual(MPSPTask(vocab=16), train, "label")
+
+
+def test_shortcut_partners_are_uniform_over_valid_edits():
+    """The issue's example: x = [10, 3, 5, 7, 2] at the default task, 40,000 draws.
+
+    Drawing the position and value first, then a compensating value, over-drew edits with few
+    compensations (3 to ~120 draws each). Uniform draws pass a chi-square test, and the edits
+    seen are exactly those a brute force finds: the max moves to a new value of another residue
+    at the same first position, with one compensating position keeping the label.
+    """
+    from scipy.stats import chisquare
+
+    task = MPSPTask()
+    row = [10, 3, 5, 7, 2]
+    valid = set()
+    for j in range(1, task.n):
+        for s in range(task.vocab):
+            for c in range(task.vocab):
+                new = list(row)
+                new[0], new[j] = s, c
+                if s == row[0] or c == row[j]:
+                    continue
+                label, shortcut, first = _features(new, task)
+                if label == sum(row) % task.m and shortcut != max(row) % task.m and first == 0:
+                    valid.add(tuple(new))
+    x = np.array([row] * 40_000)
+    partners = counterfactual(task, mpsp_split(task, "probe", x, {}), "shortcut", seed=0)
+    drawn = [tuple(t[:-1]) for t in partners.tokens.tolist()]
+    counts = {edit: 0 for edit in valid}
+    for edit in drawn:
+        counts[edit] += 1  # a KeyError here would be an invalid edit
+    assert len(valid) == 2091
+    assert chisquare(list(counts.values())).pvalue > 1e-3

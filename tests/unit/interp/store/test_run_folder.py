@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from interp.errors import CheckpointError, ConfigError, FormatVersionError
+from interp.errors import CheckpointError, ConfigError, FormatVersionError, Note
 from interp.store.run_folder import (
     append_metrics,
     create_run,
@@ -95,7 +96,8 @@ def test_read_metrics_ignores_a_partial_last_line(run_dir: Path) -> None:
     append_metrics(run_dir, {"step": 0, "loss": 2.0})
     with open(run_dir / "metrics.jsonl", "a") as f:
         f.write('{"step": 1, "loss": 1.')
-    assert read_metrics(run_dir) == [{"step": 0, "loss": 2.0}]
+    with pytest.warns(Note, match=r"metrics\.jsonl: skipped its partial last line \(22 bytes"):
+        assert read_metrics(run_dir) == [{"step": 0, "loss": 2.0}]
 
 
 def test_read_metrics_names_a_damaged_line(run_dir: Path) -> None:
@@ -122,8 +124,11 @@ def test_truncate_then_resume_gives_the_uninterrupted_file(
         append_metrics(resumed, record)
     with open(resumed / "metrics.jsonl", "a") as f:
         f.write('{"step": 40, "lo')
-    truncate_metrics(resumed, 20)
-    assert read_metrics(resumed) == records[:3]
+    with pytest.warns(Note, match="partial last line"):
+        truncate_metrics(resumed, 20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the torn line is gone: no note any more
+        assert read_metrics(resumed) == records[:3]
     for record in records[3:]:
         append_metrics(resumed, record)
     assert (resumed / "metrics.jsonl").read_bytes() == (straight / "metrics.jsonl").read_bytes()
@@ -205,3 +210,33 @@ def test_run_lock_is_released_when_the_holder_is_killed(run_dir: Path) -> None:
 def test_run_lock_creates_the_folder(tmp_path: Path) -> None:
     with run_lock(tmp_path / "new" / "run") as folder:
         assert (folder / ".lock").read_text().strip().isdigit()
+
+
+def test_the_thread_count_is_recorded_outside_the_matched_config_and_a_resume_with_another_notes_it(tmp_path):
+    import torch
+
+    from interp.errors import Note
+    from interp.store.run_folder import read_sessions
+    from interp.store.session import open_run
+
+    run_dir, config = tmp_path / "run", {"train": {"lr": 1e-3}}
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        with open_run(run_dir, config) as run:
+            run.resume()
+            run.save(0, {"w": torch.ones(2)})
+        assert read_config(run_dir)["threads"] == 1
+        torch.set_num_threads(2)
+        with open_run(run_dir, config) as run:  # another thread count is no config mismatch...
+            with pytest.warns(Note, match="started with 1 torch threads and resumes with 2.*--threads 1"):
+                assert run.resume().step == 0  # ... but resuming says it will not be bit-exact
+        with open_run(run_dir, config) as run:
+            torch.set_num_threads(1)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                run.resume()  # the same count: no note
+    finally:
+        torch.set_num_threads(threads)
+    assert [s["threads"] for s in read_sessions(run_dir)] == [1, 2, 1]
+    assert [s["start_step"] for s in read_sessions(run_dir)] == [0, 0, 0]
