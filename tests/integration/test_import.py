@@ -111,34 +111,12 @@ def test_safetensors_beside_a_config_json(tmp_path, capsys):
     (folder / "config.json").write_text(
         json.dumps(tl_model.cfg.to_dict(), default=str)
     )  # dtype as "torch.float32"
-    code, _, err = _cli(
-        capsys,
-        "import",
-        str(folder / "model.safetensors"),
-        "--task",
-        "modadd",
-        "--p",
-        str(P),
-        "--train-frac",
-        "0.6",
-        "--out",
-        str(tmp_path / "run"),
-    )
+    args = ["import", folder / "model.safetensors", "--task", "modadd", "--p", P, "--train-frac", "0.6"]
+    args += ["--out", tmp_path / "run"]
+    code, _, err = _cli(capsys, *map(str, args))
     assert code == 0, err
     _assert_same_function(tmp_path / "run", tl_model)
-    code, _, err = _cli(
-        capsys,
-        "import",
-        str(folder / "model.safetensors"),
-        "--task",
-        "modadd",
-        "--p",
-        str(P),
-        "--train-frac",
-        "0.6",
-        "--out",
-        str(tmp_path / "run"),
-    )
+    code, _, err = _cli(capsys, *map(str, args))
     assert code == 0, "importing again into the same folder is idempotent"
 
 

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -182,25 +183,17 @@ def test_a_failing_run_is_reported_and_the_others_finish(tmp_path, capsys):
     assert is_done(out / "mpsp-1l1h" / "r=0.5" / "seed_0")
 
 
+def _sweep_command(grid: Path, out: Path) -> list[str]:
+    """`interp sweep` of `grid` into `out` as a subprocess: one job, one thread, no report."""
+    return [sys.executable, "-m", "interp", "sweep", "--grid", str(grid), "--out", str(out)] + [
+        "--jobs", "1", "--threads", "1", "--no-progress", "--no-report",
+    ]  # fmt: skip
+
+
 def test_interrupted_sweep_restarts_without_retraining_finished_runs(tmp_path):
     (tmp_path / "grid.json").write_text(json.dumps({**GRID, "train": {**GRID["train"], "epochs": 60}}))
     out = tmp_path / "out"
-    command = [
-        sys.executable,
-        "-m",
-        "interp",
-        "sweep",
-        "--grid",
-        str(tmp_path / "grid.json"),
-        "--out",
-        str(out),
-        "--jobs",
-        "1",
-        "--threads",
-        "1",
-        "--no-progress",
-        "--no-report",
-    ]
+    command = _sweep_command(tmp_path / "grid.json", out)
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.time() + 120
     while time.time() < deadline and not list(out.glob("**/DONE")):
@@ -247,22 +240,7 @@ def test_submitit_local_executor_runs_a_tiny_sweep_end_to_end(tmp_path, capsys):
 def test_ctrl_c_stops_the_whole_sweep_with_exit_130(tmp_path):
     (tmp_path / "grid.json").write_text(json.dumps({**GRID, "train": {**GRID["train"], "epochs": 400}}))
     out = tmp_path / "out"
-    command = [
-        sys.executable,
-        "-m",
-        "interp",
-        "sweep",
-        "--grid",
-        str(tmp_path / "grid.json"),
-        "--out",
-        str(out),
-        "--jobs",
-        "1",
-        "--threads",
-        "1",
-        "--no-progress",
-        "--no-report",
-    ]
+    command = _sweep_command(tmp_path / "grid.json", out)
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while time.time() < deadline and not list(out.glob("**/checkpoints/LATEST")):
