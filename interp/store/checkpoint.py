@@ -255,13 +255,18 @@ def _read_verified(ckpt: Path, name: str, manifest: dict[str, Any], run_dir: Pat
     return data
 
 
-def load_state_into(module: torch.nn.Module, state_dict: Mapping[str, Tensor], *, where: str) -> None:
+def load_state_into(
+    module: torch.nn.Module, state_dict: Mapping[str, Tensor], *, where: str, assign: bool = False
+) -> None:
     """Load `state_dict` into `module` strictly, after checking every key and shape.
 
     Args:
         module: The model, built from the run's config.
         state_dict: Tensors keyed as in ``module.state_dict()``, with the same shapes.
         where: Where the weights come from (e.g. the checkpoint folder), for the message.
+        assign: Make `state_dict`'s tensors the module's (keeping each parameter's
+            requires_grad) instead of copying into the old ones, so that tensors taken from the
+            module before (views of its weights) keep the old values.
 
     Raises:
         CheckpointError: Naming the first missing key, unexpected key, or shape mismatch.
@@ -282,4 +287,4 @@ def load_state_into(module: torch.nn.Module, state_dict: Mapping[str, Tensor], *
                 break
     if problem is not None:
         raise CheckpointError(f"{where} {problem}", _MISMATCH)
-    module.load_state_dict(state_dict, strict=True)
+    module.load_state_dict(state_dict, strict=True, assign=assign)
