@@ -19,10 +19,10 @@ from typing import Any
 from tqdm import tqdm
 
 from analyses.base import RESULT_FILE, Analysis, Result
-from analyses.subject import load_subject
+from analyses.subject import subject_series
 from interp.config import to_dict
 from interp.errors import CheckpointError, ConfigError
-from interp.store import checkpoint_dir, checkpoint_name, list_checkpoints
+from interp.store import checkpoint_name, list_checkpoints
 from interp.store.run_folder import read_metrics
 
 ANALYSES_DIR = "analyses"
@@ -100,17 +100,18 @@ def evolve(
     wanted = json.loads(json.dumps(to_dict(params)))
     root = Path(cache) if cache is not None else run_dir / ANALYSES_DIR
     writable = _writable(root)
-    results = []
-    for step in tqdm(steps, disable=not progress, unit="ckpt", desc=analysis.name):
-        folder = root / analysis.name / checkpoint_name(step)
-        cached = _cached(folder, analysis, wanted)
-        if cached is None:
-            subject = load_subject(checkpoint_dir(run_dir, step))
-            cached = analysis.compute(subject, params)
-            if writable:
-                cached.save(folder, figure=False)
-        results.append(cached)
-    return Evolution(run_dir, analysis.name, steps, results, read_metrics(run_dir))
+    folders = {step: root / analysis.name / checkpoint_name(step) for step in steps}
+    results = {step: _cached(folders[step], analysis, wanted) for step in steps}
+    missing = [step for step in steps if results[step] is None]
+    # One model and one set of splits for the whole series (`subject_series`): a checkpoint
+    # then costs its weights' load and the analysis, not a model build and a data rebuild.
+    series = subject_series(run_dir, missing)
+    for subject in tqdm(series, total=len(missing), disable=not progress, unit="ckpt", desc=analysis.name):
+        result = analysis.compute(subject, params)
+        if writable:
+            result.save(folders[subject.step], figure=False)
+        results[subject.step] = result
+    return Evolution(run_dir, analysis.name, steps, [results[step] for step in steps], read_metrics(run_dir))
 
 
 def _writable(folder: Path) -> bool:

@@ -170,7 +170,12 @@ def compute(subject: Subject, params: Params) -> GradsResult:
             "choose a split holding both groups (study A: train)",
         )
     loss = _loss(subject, params.loss)
-    grads = group_gradients(subject.model, split.tokens, split.labels, mask_a, mask_b, loss, params.chunk)
+    # The training forward (`fast_readout`, no hooks, equal to the hooked readout to 1e-5 in
+    # logits and gradients) where the model has one: several times faster to differentiate.
+    readout = getattr(subject.model, "fast_readout", None)
+    grads = group_gradients(
+        subject.model, split.tokens, split.labels, mask_a, mask_b, loss, params.chunk, readout=readout
+    )
     stats = gradient_stats(grads)
     return GradsResult(
         params=to_dict(params),

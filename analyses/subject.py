@@ -8,7 +8,7 @@ say which checkpoint it measured. Build one from a run or checkpoint folder with
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,7 +16,10 @@ from torch import nn
 
 from interp.errors import CheckpointError, ConfigError, did_you_mean, note
 from interp.splits import Split, Task, split_digests
-from models import load_model
+from interp.store import checkpoint_dir
+from interp.store.checkpoint import Checkpoint, load_checkpoint, load_state_into
+from models import build_model, load_model
+from models.config import config_from_dict
 from tasks import task_from_dict
 
 
@@ -104,9 +107,51 @@ def load_subject(path: str | Path, *, force_data: bool = False, allow_nonfinite:
     where = str(ckpt.run_dir / "config.json")
     task = task_from_dict(ckpt.config["task"], where=where)
     splits = task.splits(ckpt.config["train"]["data_seed"])
+    return _subject(model, ckpt, task, splits, split_digests(splits), force_data=force_data)
+
+
+def subject_series(
+    run_dir: str | Path, steps: Iterable[int], *, force_data: bool = False, allow_nonfinite: bool = False
+) -> Iterator[Subject]:
+    """The subjects of a run's checkpoints `steps`, one at a time, as `load_subject` gives them.
+
+    The task's splits (and their digests) are built once, and one model is built once and takes
+    each checkpoint's weights in turn, so a series costs one load per checkpoint and holds one
+    model in memory. A yielded subject is valid until the next one is produced (its model's
+    weights are replaced then): use it before advancing.
+
+    Raises:
+        CheckpointError: If a checkpoint is missing, damaged or not finite, or the data does not match.
+    """
+    model = task = splits = digests = None
+    for step in steps:
+        ckpt = load_checkpoint(
+            checkpoint_dir(run_dir, step), load_train_state=False, allow_nonfinite=allow_nonfinite
+        )
+        where = str(ckpt.run_dir / "config.json")
+        if model is None:
+            model = build_model(config_from_dict(ckpt.config["model"], where=where))
+            task = task_from_dict(ckpt.config["task"], where=where)
+            splits = task.splits(ckpt.config["train"]["data_seed"])
+            digests = split_digests(splits)
+        # New tensors, not copies into the old ones: a result that kept a view of the previous
+        # checkpoint's weights keeps their values.
+        load_state_into(model, ckpt.state_dict, where=str(ckpt.path), assign=True)
+        yield _subject(model.eval(), ckpt, task, splits, digests, force_data=force_data)
+
+
+def _subject(
+    model: nn.Module,
+    ckpt: Checkpoint,
+    task: Task,
+    splits: Mapping[str, Split],
+    rebuilt: dict[str, str],
+    *,
+    force_data: bool,
+) -> Subject:
+    """A subject of `ckpt`'s model, its splits checked against the digests it stored."""
     stored = ckpt.meta.get("fingerprints")
     if stored is not None:
-        rebuilt = split_digests(splits)
         for name in sorted(set(stored) | set(rebuilt)):
             if name not in rebuilt or name not in stored:
                 message = (

@@ -38,6 +38,7 @@ from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from analyses.studies.recipes import PRESET_TRAINING  # noqa: E402
 from benchmarks.train_step import matmul_peak  # noqa: E402
 from interp.splits import split_digests  # noqa: E402
 from interp.store.session import open_run  # noqa: E402
@@ -45,7 +46,6 @@ from interp.training import TrainConfig  # noqa: E402
 from interp.training.loop import TrainLoop, run_config  # noqa: E402
 from models import build_model, preset_config  # noqa: E402
 from models.fast_forward import keep_freed_memory  # noqa: E402
-from models.presets import PRESET_TRAINING  # noqa: E402
 from tasks import ModAddTask  # noqa: E402
 
 TARGET_MS = 20.0  # issue 13: a study-C step, evaluation included, on one thread

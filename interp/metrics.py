@@ -37,6 +37,19 @@ def per_example_loss(
     raise ValueError(f"unknown loss {loss!r}; valid: {', '.join(LOSSES)}")
 
 
+def mean_loss(logits: Float[Tensor, "batch d_vocab_out"], labels: Int[Tensor, " batch"], loss: str) -> Tensor:
+    """`per_example_loss(...).mean()`, the training loss, with MSE as one fused `F.mse_loss`.
+
+    The mean of the per-example means over classes is the mean over all entries, so MSE is
+    `F.mse_loss` against the one-hot targets: one pass forward and one backward instead of
+    six each (study C's step: 4,704 x 97 entries, about 4 ms of a 60 ms step on a loaded core).
+    Cross-entropy is `per_example_loss`'s, unchanged.
+    """
+    if loss == "mse":
+        return F.mse_loss(logits, F.one_hot(labels, logits.shape[-1]).to(logits.dtype))
+    return per_example_loss(logits, labels, loss).mean()
+
+
 @torch.no_grad()
 def evaluate(
     readout: Readout, splits: Mapping[str, Split], loss: str, chunk: int = 32768

@@ -125,6 +125,8 @@ class Task(Protocol):
         milestones: Optional. ``{name: (metric key or keys, threshold)}``: what a run summary
             reports as "first epoch at which the metric(s) reached the threshold" (see
             `interp.metrics.milestones`).
+        split_names: Optional. The names of the splits `splits` returns, known without building
+            them (the CLI checks a ``--split`` against them before it imports torch).
     """
 
     name: str

@@ -7,10 +7,12 @@ the `consistent` group (shortcut == label): it must equal the configured ratio e
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from torch import nn
+if TYPE_CHECKING:  # for the hints only: the CLI formats tables before (or without) importing torch
+    from torch import nn
 
-from interp.splits import Split, Task
+    from interp.splits import Split, Task
 
 
 def format_table(header: list[str], rows: list[list[object]]) -> str:

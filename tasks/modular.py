@@ -32,6 +32,7 @@ class ModAddTask:
     """Config of the modular-addition task (studies B and C)."""
 
     name: ClassVar[str] = "modadd"
+    split_names: ClassVar[tuple[str, ...]] = ("train", "test")  # what `splits` builds
     # Study C's times: first step at >= 99% on clean train examples, on corrupted ones
     # (scored against their corrupted labels), and on the test split.
     milestones: ClassVar[dict[str, tuple[str, float]]] = {

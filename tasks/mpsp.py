@@ -54,6 +54,7 @@ class MPSPTask:
     """Config of one MPSP task (study A)."""
 
     name: ClassVar[str] = "mpsp"
+    split_names: ClassVar[tuple[str, ...]] = ("train", "val", "adv")  # what `splits` builds, in order
     # Study A: a run has *generalized* once adv accuracy reaches 100% at an evaluated epoch;
     # "kept" in the run summary says whether it still holds at the end (vs transient). On a
     # binary label the inverted shortcut also scores 100% on adv (every adv example opposes
@@ -143,7 +144,7 @@ class MPSPTask:
         x, bucket = _draw_pool(self, rng, demand.sum(0))
         chunks = _deal(bucket, demand)
         out = {}
-        for index, split_name in enumerate(("train", "val", "adv")):
+        for index, split_name in enumerate(self.split_names):
             rows = np.flatnonzero(chunks == index)
             rows = rows[rng.permutation(len(rows))]
             out[split_name] = mpsp_split(self, split_name, x[rows])

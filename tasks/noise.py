@@ -38,6 +38,7 @@ class NoiseInjectionTask:
     """Config of study B's noise injection: the original task plus a noise set on new tokens."""
 
     name: ClassVar[str] = "noise"
+    split_names: ClassVar[tuple[str, ...]] = ("train", "test", "noise")  # what `splits` builds
     # Study B fine-tunes until combined train accuracy exceeds 99.8%.
     milestones: ClassVar[dict[str, tuple[str, float]]] = {"memorized": ("train/acc", 0.998)}
 

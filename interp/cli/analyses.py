@@ -9,7 +9,10 @@ from typing import Any
 
 import click
 
+from analyses.registry import REGISTRY
 from interp.cli.options import config_params
+from interp.cli.preflight import check_evolve_args
+from interp.errors import ConfigError, did_you_mean
 from interp.store.run_folder import run_of
 
 
@@ -21,7 +24,6 @@ def analysis_command(name: str) -> click.Command:
 
     def run(ckpt: str, out: str | None, force_data: bool, allow_nonfinite: bool, **values: Any) -> None:
         from analyses import load_subject
-        from interp.errors import ConfigError
 
         subject = load_subject(ckpt, force_data=force_data, allow_nonfinite=allow_nonfinite)
         try:
@@ -108,9 +110,14 @@ def evolve(
     """Run an analysis over every checkpoint of a run (cached per step), or draw study A's
     circuit-evolution figure and checkpoint explorer.
     """
+    if analysis is not None and analysis not in REGISTRY:  # the message get_analysis gives, before torch
+        raise ConfigError(f"unknown analysis {analysis!r}", did_you_mean(analysis, REGISTRY))
+    given = {
+        name.strip().replace("-", "_"): text.strip() for name, _, text in (p.partition("=") for p in params)
+    }
+    check_evolve_args(run_dir, given)
     from analyses import get_analysis
     from analyses.evolution import evolve as evolve_run
-    from interp.errors import ConfigError
 
     folder = Path(out) if out else Path(run_dir) / "evolution"
     cache = folder / "cache" if out else None  # with --out, nothing is written into the run
@@ -152,11 +159,15 @@ def evolve(
 @click.option("--data-seed", default=0, show_default=True, type=int, help="Seed of the data splits.")
 def describe(label: str, shortcut: str, r: float, preset: str, data_seed: int) -> None:
     """Build a study-A dataset and model and print a summary of both (sizes, ratios, hooks)."""
-    from interp.text import summarize_task_and_model
-    from models import build_model, preset_config
+    from models.presets import PRESETS
     from tasks import MPSPTask
 
-    task = MPSPTask(label=label, shortcut=shortcut, r=r)
+    task = MPSPTask(label=label, shortcut=shortcut, r=r)  # bad values fail here, before torch
+    if preset not in PRESETS:
+        raise ConfigError(f"unknown preset {preset!r}", did_you_mean(preset, PRESETS))
+    from interp.text import summarize_task_and_model
+    from models import build_model, preset_config
+
     model = build_model(preset_config(preset, task))
     click.echo(summarize_task_and_model(task, task.splits(data_seed), model, preset=preset))
 
@@ -168,8 +179,6 @@ def params_from_strings(analysis: Any, items: tuple[str, ...] | list[str]) -> An
     values that do not convert are `ConfigError`s naming them.
     """
     import dataclasses
-
-    from interp.errors import ConfigError, did_you_mean
 
     fields = {f.name: f for f in dataclasses.fields(analysis.params)}
     values: dict[str, Any] = {}

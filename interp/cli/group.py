@@ -75,6 +75,16 @@ class CommandGroup(click.Group):
                 self.add_command(analysis_command(name))
         return super().get_command(ctx, name)
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """Check an analysis command's run folder and splits (torch-free) before loading it."""
+        if args and args[0] in REGISTRY and not ctx.resilient_parsing:
+            from interp.cli.preflight import check_analysis_args
+
+            check_analysis_args(args[1:])
+        return super().resolve_command(ctx, args)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """List every command with its summary, importing none of them."""
         rows = [(name, summary(name)) for name in self.list_commands(ctx)]

@@ -15,6 +15,7 @@ import click
 
 from interp.cli.options import config_options, given, parse_seeds
 from interp.errors import ConfigError
+from interp.store.run_folder import check_same_config, check_unlocked
 from interp.sweep.specs import RunSpec
 from interp.text import format_table
 from interp.training.config import TrainConfig
@@ -98,6 +99,9 @@ def train_runs(
     processes (joblib), sharing the cores; a failing run is reported and does not stop the
     others. With `vectorize`, several seeds train in this process as one vectorised model.
     """
+    for spec in specs:  # a mismatched or busy folder is refused before torch is imported
+        check_same_config(spec.out, spec.config())
+        check_unlocked(spec.out)
     from analyses.studies.recipes import train_spec
     from interp.sweep.executors import LocalExecutor
     from interp.sweep.specs import run_sweep

@@ -129,16 +129,15 @@ def group_gradients(
     grad_a = [torch.zeros_like(p) for p in params]
     grad_b = [torch.zeros_like(p) for p in params]
     with torch.enable_grad(), _deterministic(tokens.device.type == "cpu"):
-        for start in range(0, len(tokens), chunk):
-            part = slice(start, start + chunk)
-            losses = per_example_loss(readout(tokens[part]), labels[part], loss)
-            # Chunk sums divided by the whole group's size add up to the group's mean loss.
-            for mask, n, acc, keep in ((mask_a[part], n_a, grad_a, True), (mask_b[part], n_b, grad_b, False)):
-                if not mask.any():
-                    continue
-                grads = torch.autograd.grad(
-                    losses[mask].sum() / n, params, retain_graph=keep, allow_unused=True
-                )
+        for mask, n, acc in ((mask_a, n_a, grad_a), (mask_b, n_b, grad_b)):
+            # Each group's own examples only (an example's loss depends on no other example):
+            # one forward and one backward over n_a + n_b rows, not two backwards over them all.
+            rows = mask.nonzero().squeeze(1)
+            for start in range(0, n, chunk):
+                part = rows[start : start + chunk]
+                losses = per_example_loss(readout(tokens[part]), labels[part], loss)
+                # Chunk sums divided by the whole group's size add up to the group's mean loss.
+                grads = torch.autograd.grad(losses.sum() / n, params, allow_unused=True)
                 for total, g in zip(acc, grads):
                     if g is not None:
                         total += g

@@ -39,28 +39,31 @@ from interp.store.formats import (
     train_state_bytes,
     train_state_from_bytes,
 )
+from interp.store.layout import (
+    LATEST_FILE,
+    MANIFEST_FILE,
+    MODEL_FILE,
+    STEP_DIR,
+    TRAIN_STATE_FILE,
+    complete_steps,
+    list_checkpoints,  # noqa: F401 - part of this module's surface since before the move
+    others_hint,
+    read_latest,
+    read_manifest,
+    resolve_checkpoint,
+)
 from interp.store.run_folder import (
     CHECKPOINTS_DIR,
     CONFIG_FILE,
     FORMAT_VERSION,
     checkpoint_name,
     read_config,
-    read_json,
     run_of,
 )
 
-MODEL_FILE = "model.safetensors"
-TRAIN_STATE_FILE = "train_state.pt"
-MANIFEST_FILE = "manifest.json"
-LATEST_FILE = "LATEST"
-_STEP_DIR = re.compile(r"^step_(\d{6,})$")
 # Leftovers of a killed save: its temporary folder, a displaced old folder, LATEST's temp file.
 _STALE_DIR = re.compile(r"^\.(tmp|old)-(step_\d{6,})-(\d+)$")
 _STALE_LATEST = re.compile(r"^\.LATEST\.(\d+)\..*\.tmp$")
-_EXPECTED = (
-    "expected a checkpoint folder such as runs/<name>/checkpoints/step_000100 "
-    "or a run folder holding config.json and checkpoints/LATEST"
-)
 _MISMATCH = "the model config does not match the weights; build the model from the run's config.json"
 
 
@@ -171,9 +174,9 @@ def _move_into_place(tmp: Path, final: Path) -> None:
         return
     # os.replace cannot swap non-empty folders, so the old one moves aside first. A kill
     # between the two renames must not leave LATEST naming a folder that is gone.
-    if _read_latest(ckpt_dir) == final.name:
-        step = int(_STEP_DIR.match(final.name).group(1))  # type: ignore[union-attr]
-        earlier = [s for s in _complete_steps(ckpt_dir) if s < step]
+    if read_latest(ckpt_dir) == final.name:
+        step = int(STEP_DIR.match(final.name).group(1))  # type: ignore[union-attr]
+        earlier = [s for s in complete_steps(ckpt_dir) if s < step]
         if earlier:
             atomic_write_text(ckpt_dir / LATEST_FILE, checkpoint_name(max(earlier)) + "\n")
         else:
@@ -218,82 +221,6 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _read_latest(ckpt_dir: Path) -> str | None:
-    try:
-        return (ckpt_dir / LATEST_FILE).read_text(encoding="utf-8").strip()
-    except FileNotFoundError:
-        return None
-
-
-def _complete_steps(ckpt_dir: Path) -> list[int]:
-    if not ckpt_dir.is_dir():
-        return []
-    steps = []
-    for entry in ckpt_dir.iterdir():
-        match = _STEP_DIR.match(entry.name)
-        if match and (entry / MANIFEST_FILE).is_file():
-            steps.append(int(match.group(1)))
-    return sorted(steps)
-
-
-def list_checkpoints(run_dir: str | os.PathLike[str]) -> list[int]:
-    """The steps of a run's complete checkpoints, ascending (temporary folders are skipped).
-
-    Raises:
-        CheckpointError: If `run_dir` is not a folder.
-    """
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise CheckpointError(f"run folder {run_dir} does not exist")
-    return _complete_steps(run_dir / CHECKPOINTS_DIR)
-
-
-def _others_hint(run_dir: Path, step: int | None) -> str:
-    """Name the earlier checkpoints of a run, to suggest one when `step`'s is unusable."""
-    steps = [s for s in _complete_steps(run_dir / CHECKPOINTS_DIR) if step is None or s < step]
-    if not steps:
-        return "the run has no earlier checkpoint; train it again"
-    names = ", ".join(str(run_dir / CHECKPOINTS_DIR / checkpoint_name(s)) for s in steps[-3:])
-    return f"use an earlier checkpoint: {names}"
-
-
-def resolve_checkpoint(path: str | os.PathLike[str]) -> Path:
-    """Turn a checkpoint folder, or a run folder meaning its LATEST, into a checkpoint folder.
-
-    Raises:
-        CheckpointError: If `path` does not exist, is neither kind of folder, or names a run
-            without a checkpoint.
-    """
-    path = Path(path)
-    if not path.exists():
-        raise CheckpointError(f"{path} does not exist", _EXPECTED)
-    if not path.is_dir():
-        raise CheckpointError(f"{path} is a file, not a folder", _EXPECTED)
-    if _STEP_DIR.match(path.name) or (path / MANIFEST_FILE).exists():
-        return path
-    if not ((path / CONFIG_FILE).exists() or (path / CHECKPOINTS_DIR).is_dir()):
-        raise CheckpointError(f"{path} is neither a checkpoint folder nor a run folder", _EXPECTED)
-    ckpt_dir = path / CHECKPOINTS_DIR
-    latest = _read_latest(ckpt_dir)
-    if latest is None:
-        raise CheckpointError(
-            f"run folder {path} has no checkpoint yet (expected {ckpt_dir / LATEST_FILE} "
-            "naming its newest checkpoint folder)",
-            _others_hint(path, None) if _complete_steps(ckpt_dir) else None,
-        )
-    if not _STEP_DIR.match(latest):
-        raise CheckpointError(
-            f"{ckpt_dir / LATEST_FILE} holds {latest!r}, not a checkpoint folder name such as "
-            "step_000100; the file is damaged",
-            _others_hint(path, None),
-        )
-    if not (ckpt_dir / latest).is_dir():
-        raise CheckpointError(
-            f"{ckpt_dir / LATEST_FILE} names {latest}, which does not exist", _others_hint(path, None)
-        )
-    return ckpt_dir / latest
-
-
 def load_checkpoint(
     path: str | os.PathLike[str], *, load_train_state: bool = True, allow_nonfinite: bool = False
 ) -> Checkpoint:
@@ -318,7 +245,7 @@ def load_checkpoint(
     """
     ckpt = resolve_checkpoint(path)
     run_dir = run_of(ckpt)
-    manifest = _read_manifest(ckpt, run_dir)
+    manifest = read_manifest(ckpt, run_dir)
     config = read_config(run_dir)
     wanted = [n for n in manifest["files"] if load_train_state or n != TRAIN_STATE_FILE]
     # Verify everything before deserialising anything, and parse the very bytes verified.
@@ -329,7 +256,7 @@ def load_checkpoint(
             f"{ckpt / MODEL_FILE} holds non-finite weights ({bad[0]!r} has {bad[1]}); its manifest is "
             "valid, so the run diverged or the file was written elsewhere",
             "load it anyway with allow_nonfinite=True (CLI: --allow-nonfinite); "
-            + _others_hint(run_dir, manifest["step"]),
+            + others_hint(run_dir, manifest["step"]),
         )
     train_state = None
     if TRAIN_STATE_FILE in blobs:
@@ -337,33 +264,9 @@ def load_checkpoint(
     return Checkpoint(ckpt, run_dir, manifest["step"], config, state_dict, train_state, manifest["meta"])
 
 
-def _read_manifest(ckpt: Path, run_dir: Path) -> dict[str, Any]:
-    path = ckpt / MANIFEST_FILE
-    if not path.is_file():
-        raise CheckpointError(
-            f"checkpoint {ckpt} has no {MANIFEST_FILE}; it is incomplete or damaged",
-            _others_hint(run_dir, None),
-        )
-    data = read_json(path, what="a checkpoint manifest")
-    files, step, meta = data.get("files"), data.get("step"), data.get("meta", {})
-    valid_files = (
-        isinstance(files, dict)
-        and MODEL_FILE in files
-        and set(files) <= {MODEL_FILE, TRAIN_STATE_FILE}  # never a path a forger chose
-        and all(isinstance(v, str) for v in files.values())
-    )
-    valid_step = isinstance(step, int) and not isinstance(step, bool)
-    if not (valid_files and valid_step and isinstance(meta, dict)):
-        raise CheckpointError(f"{path} is malformed (expected step, files with {MODEL_FILE}, and meta)")
-    match = _STEP_DIR.match(ckpt.name)
-    if match and int(match.group(1)) != step:
-        raise CheckpointError(f"{path} says step {step}, but its folder is {ckpt.name}")
-    return {**data, "meta": meta}
-
-
 def _read_verified(ckpt: Path, name: str, manifest: dict[str, Any], run_dir: Path) -> bytes:
     path = ckpt / name
-    hint = _others_hint(run_dir, manifest["step"])
+    hint = others_hint(run_dir, manifest["step"])
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -378,13 +281,18 @@ def _read_verified(ckpt: Path, name: str, manifest: dict[str, Any], run_dir: Pat
     return data
 
 
-def load_state_into(module: torch.nn.Module, state_dict: Mapping[str, Tensor], *, where: str) -> None:
+def load_state_into(
+    module: torch.nn.Module, state_dict: Mapping[str, Tensor], *, where: str, assign: bool = False
+) -> None:
     """Load `state_dict` into `module` strictly, after checking every key and shape.
 
     Args:
         module: The model, built from the run's config.
         state_dict: Tensors keyed as in ``module.state_dict()``, with the same shapes.
         where: Where the weights come from (e.g. the checkpoint folder), for the message.
+        assign: Make `state_dict`'s tensors the module's (keeping each parameter's
+            requires_grad) instead of copying into the old ones, so that tensors taken from the
+            module before (views of its weights) keep the old values.
 
     Raises:
         CheckpointError: Naming the first missing key, unexpected key, or shape mismatch.
@@ -405,4 +313,4 @@ def load_state_into(module: torch.nn.Module, state_dict: Mapping[str, Tensor], *
                 break
     if problem is not None:
         raise CheckpointError(f"{where} {problem}", _MISMATCH)
-    module.load_state_dict(state_dict, strict=True)
+    module.load_state_dict(state_dict, strict=True, assign=assign)

@@ -15,7 +15,8 @@ import shutil
 from pathlib import Path
 
 from interp.errors import CheckpointError
-from interp.store.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
+from interp.store.checkpoint import load_checkpoint, save_checkpoint
+from interp.store.layout import list_checkpoints
 from interp.store.run_folder import CONFIG_FILE, checkpoint_dir
 
 

@@ -166,14 +166,7 @@ def create_run(run_dir: str | os.PathLike[str], config: Mapping[str, Any]) -> Pa
     user = _user_config(config)
     path = run_dir / CONFIG_FILE
     if path.exists():
-        existing = _user_config(read_config(run_dir))
-        difference = _first_difference(existing, user)
-        if difference is not None:
-            key, old, new = difference
-            raise ConfigError(
-                f"{path} holds a different run: {key} is {old!r} there but {new!r} now",
-                "choose a new --out folder, or delete the old run",
-            )
+        check_same_config(run_dir, user)
         return run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     full = {"format_version": FORMAT_VERSION, **user}
@@ -182,6 +175,56 @@ def create_run(run_dir: str | os.PathLike[str], config: Mapping[str, Any]) -> Pa
     full["threads"] = thread_count()
     atomic_write_json(path, full)
     return run_dir
+
+
+def check_same_config(run_dir: str | os.PathLike[str], config: Mapping[str, Any]) -> None:
+    """Refuse to write `config` into a run folder that holds a different run (no-op if it holds none).
+
+    Raises:
+        ConfigError: Naming the first key whose value differs.
+        CheckpointError: If the folder's config.json is damaged.
+    """
+    path = Path(run_dir) / CONFIG_FILE
+    if not path.exists():
+        return
+    difference = _first_difference(_user_config(read_config(run_dir)), _user_config(config))
+    if difference is not None:
+        key, old, new = difference
+        raise ConfigError(
+            f"{path} holds a different run: {key} is {old!r} there but {new!r} now",
+            "choose a new --out folder, or delete the old run",
+        )
+
+
+def check_unlocked(run_dir: str | os.PathLike[str]) -> None:
+    """Refuse a run folder that another process is writing now (what `run_lock` would refuse).
+
+    Only a probe, for failing before expensive work: it takes and drops the lock at once, and
+    creates nothing. Writers must still hold `run_lock`.
+
+    Raises:
+        CheckpointError: If another process holds the folder's lock.
+    """
+    try:
+        fd = os.open(Path(run_dir) / LOCK_FILE, os.O_RDWR)
+    except FileNotFoundError:
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise _locked(Path(run_dir), fd) from None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _locked(run_dir: Path, fd: int) -> RunBusyError:
+    holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+    return RunBusyError(
+        f"run folder {run_dir} is being written by another process (pid {holder})",
+        "wait for it to finish, or choose another --out folder",
+    )
 
 
 def read_config(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
@@ -366,11 +409,7 @@ def run_lock(run_dir: str | os.PathLike[str]) -> Iterator[Path]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-            raise RunBusyError(
-                f"run folder {run_dir} is being written by another process (pid {holder})",
-                "wait for it to finish, or choose another --out folder",
-            ) from None
+            raise _locked(run_dir, fd) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
         try:

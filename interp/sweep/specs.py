@@ -53,6 +53,10 @@ class RunSpec:
     train: dict[str, Any]
     tags: dict[str, Any] = field(default_factory=dict)
 
+    def config(self) -> dict[str, Any]:
+        """The run's config.json content (what training writes there, before its version stamps)."""
+        return {"model": self.model, "task": self.task, "train": self.train}
+
     def to_dict(self) -> dict[str, Any]:
         """The spec as JSON-ready data."""
         return {

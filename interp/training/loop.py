@@ -42,7 +42,7 @@ from tqdm import tqdm
 
 from interp.config import to_dict
 from interp.errors import TrainingInterrupted
-from interp.metrics import evaluate, milestones, per_example_loss
+from interp.metrics import evaluate, mean_loss, milestones
 from interp.splits import Split, Task, split_digests
 from interp.store.checkpoint import load_state_into
 from interp.store.formats import first_nonfinite
@@ -258,7 +258,7 @@ class TrainLoop:
                 logits = self.forward(train.tokens[index])
             if self.target_acc is not None and self._reached(logits, train.labels[index]):
                 return False
-            loss = per_example_loss(logits.float(), train.labels[index], self.config.loss).mean()
+            loss = mean_loss(logits.float(), train.labels[index], self.config.loss)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             self.optimizer.step()

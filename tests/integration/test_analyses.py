@@ -211,3 +211,24 @@ def test_evolve_rejects_unknown_params_with_exit_2(runs, capsys):
         capsys, "evolve", "--run", str(runs["transformer"]), "--analysis", "dla", "--param", "neuron=1"
     )
     assert code == 2 and "did you mean 'neurons'" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("name, run", CASES, ids=[f"{n}-{r}" for n, r in CASES])
+def test_evolve_series_equals_each_checkpoint_loaded_alone(name, run, runs, tmp_path):
+    """`evolve` reuses one model and the splits across checkpoints (`subject_series`); every
+    result, including those computed before later weights were loaded, must equal the result of
+    loading that checkpoint on its own.
+    """
+    import shutil
+
+    import pandas as pd
+
+    from analyses import evolve
+    from interp.store import checkpoint_dir
+
+    folder = shutil.copytree(runs[run], tmp_path / "run")  # no cached results from other tests
+    analysis = get_analysis(name)
+    evolution = evolve(folder, analysis, progress=False)
+    for step, result in list(zip(evolution.steps, evolution.results))[:: max(1, len(evolution.steps) // 3)]:
+        alone = analysis.compute(load_subject(checkpoint_dir(folder, step)), analysis.params())
+        pd.testing.assert_frame_equal(result.to_frame(), alone.to_frame(), rtol=1e-6)

@@ -144,3 +144,25 @@ def test_repeated_calls_are_bitwise_equal_and_leave_the_determinism_setting_alon
     first, second = (group_gradients(model, train.tokens, train.labels, a, b, chunk=40) for _ in range(2))
     assert torch.are_deterministic_algorithms_enabled() == before
     assert all(torch.equal(x, y) for x, y in zip(first.grad_a + first.grad_b, second.grad_a + second.grad_b))
+
+
+@pytest.mark.parametrize("n_layers", [1, 2])
+def test_the_analysis_on_the_fast_readout_matches_backward_through_the_hooked_readout(n_layers):
+    # `grads` differentiates `fast_readout` (no hooks); the oracle is `loss.backward()` through
+    # the hooked `readout`, per group, with every block's norms and cosine compared at 1e-5.
+    model = Transformer(tiny_config(TASK, n_layers=n_layers), seed=1)
+    train = TASK.splits(0)["train"]
+    a, b = train.groups["consistent"], train.groups["opposing"]
+    result = compute(Subject(model, TASK, TASK.splits(0)), Params())
+    ga = _backward_grads(model, train.tokens, train.labels, a, "cross_entropy")
+    gb = _backward_grads(model, train.tokens, train.labels, b, "cross_entropy")
+    names = tuple(ga)
+    oracle = gradient_stats(
+        GroupGradients(
+            names, tuple(ga[n] for n in names), tuple(gb[n] for n in names), int(a.sum()), int(b.sum())
+        )
+    )
+    for key in ("cos", "norm_a", "norm_b"):
+        torch.testing.assert_close(
+            getattr(result, key), getattr(oracle, key).to(getattr(result, key).dtype), atol=1e-5, rtol=1e-5
+        )

@@ -70,3 +70,17 @@ def test_tasks_import_only_interp() -> None:
                 names = [node.module]
             for name in names:
                 assert name.split(".")[0] not in {"models", "analyses"}, f"{path.name} imports {name}"
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        MPSPTask(n=4, vocab=10, n_train=64, n_val=16, n_adv=16),
+        ModAddTask(p=11),
+        NoiseInjectionTask(p=11, k=5),
+    ],
+    ids=repr,
+)
+def test_split_names_are_the_splits_built(task: Task) -> None:
+    # The CLI refuses a --split from split_names before building anything (interp.cli.preflight).
+    assert tuple(task.splits(0)) == task.split_names
