@@ -34,5 +34,7 @@ def test_no_file_cites_a_file_outside_the_repository_or_a_machines_path():
 
 
 def test_the_check_would_see_a_citation_and_a_path():
-    assert OUTSIDE.search("see ../" + "shared/SCIENCE" + ".md") and MACHINE.search("cd /work/main && make")
+    assert OUTSIDE.search("see ../" + "shared/SCIENCE" + ".md") and MACHINE.search(
+        "cd /" + "work/main && make"
+    )
     assert not MACHINE.search("runs/work/x") and not MACHINE.search("https://example.org/home/x")
