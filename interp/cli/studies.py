@@ -122,7 +122,7 @@ def study_b() -> None:
     type=click.Choice(["cpu", "protocol-2"]),
     default="cpu",
     show_default=True,
-    help="Base settings: the first CPU-scale protocol, or issue 18's (long walks, injections to the target).",
+    help="Base settings: the first CPU-scale protocol, or protocol 2 (long walks, unconstrained injections).",
 )
 @click.option(
     "--export",
