@@ -260,9 +260,10 @@ def rate_rows(runs: list[RunState]) -> list[dict[str, str]]:
     """The rate table for readers: one row per configuration, a rate and a when per milestone."""
     rows = []
     for (sweep, *coords), group in configurations(runs).items():
-        unfinished = sum(r.status != FINISHED for r in group)
+        unfinished = sum(r.status not in (FINISHED, DIVERGED) for r in group)
+        diverged = sum(r.status == DIVERGED for r in group)
         row = {"sweep": sweep, "configuration": config_label(dict(coords))}
-        row["runs"] = _runs_text(len(group), unfinished)
+        row["runs"] = _runs_text(len(group), unfinished, diverged)
         for rates in milestone_rates(group):
             name = rates["milestone"]
             row[name] = format_rate(rates["reached"], rates["finished"])
@@ -271,8 +272,10 @@ def rate_rows(runs: list[RunState]) -> list[dict[str, str]]:
     return rows
 
 
-def _runs_text(total: int, unfinished: int) -> str:
-    return f"{total}" if not unfinished else f"{total} ({unfinished} unfinished)"
+def _runs_text(total: int, unfinished: int, diverged: int = 0) -> str:
+    """``"10"``, or ``"10 (2 unfinished, 1 diverged)"``."""
+    notes = [f"{n} {what}" for n, what in ((unfinished, "unfinished"), (diverged, "diverged")) if n]
+    return f"{total}" + (f" ({', '.join(notes)})" if notes else "")
 
 
 def rate_markdown(folder: str | Path) -> str:

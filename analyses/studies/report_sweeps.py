@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analyses.studies.report import FINISHED, RunState, Sweep
+from analyses.studies.report import DIVERGED, FINISHED, RunState, Sweep
 from interp.config import to_dict
 
 # Training fields a reader needs to know what was run (seeds and cadences are left out).
@@ -25,6 +25,7 @@ def sweep_rows(folder: Path, sweeps: list[Sweep], runs: list[RunState]) -> list[
     for sweep in sweeps:
         mine = [r for r in runs if r.sweep == sweep.name]
         finished = sum(r.status == FINISHED for r in mine)
+        diverged = sum(r.status == DIVERGED for r in mine)
         varied = _varied(sweep)
         rows.append(
             {
@@ -37,7 +38,8 @@ def sweep_rows(folder: Path, sweeps: list[Sweep], runs: list[RunState]) -> list[
                 "seeds": str(len({s.tags.get("seed") for s in sweep.specs})),
                 "data": _constant_text([s.task for s in sweep.specs], set(varied)),
                 "training": _training_text([s.train for s in sweep.specs], set(varied)),
-                "runs": f"{len(mine)} ({finished} finished)",
+                "runs": f"{len(mine)} ({finished} finished"
+                + (f", {diverged} diverged)" if diverged else ")"),
                 "command": sweep_command(sweep.meta.get("grid"), (folder / sweep.name).as_posix()),
             }
         )

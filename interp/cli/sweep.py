@@ -187,20 +187,14 @@ def sweep(
     "--out",
     type=click.Path(file_okay=False),
     default=None,
-    help="Where to write report.html, rates.csv and runs.csv [default: FOLDER].",
+    help="Where to write report.html, rates.csv and runs.csv (FOLDER is then only read) [default: FOLDER].",
 )
 @click.option(
     "--evolution/--no-evolution",
     default=False,
     show_default=True,
     help="Per-run circuit-evolution figures for runs with checkpoints (study A; computes and caches "
-    "fingerprints and gradients per checkpoint in the run folders).",
-)
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Folder for the report (then SWEEP_DIR is only read) [default: SWEEP_DIR].",
+    "fingerprints and gradients per checkpoint, in the run folders or, with --out, under OUT/cache).",
 )
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
 def report(folder: str, out: str | None, evolution: bool, no_progress: bool) -> None:

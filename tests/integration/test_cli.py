@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import click
 import pytest
 
 from interp.cli import main
@@ -148,3 +149,15 @@ def test_every_listed_command_loads_from_its_module():
         command = cli.get_command(ctx, name)
         assert isinstance(command, click.Command) and command.callback.__module__ == module, name
         assert summary and len(summary) <= 100, name
+
+
+def test_no_command_declares_an_option_twice():
+    # A merge can leave two declarations of one option; click then only warns at run time.
+    from interp.cli import cli
+    from interp.cli.group import COMMANDS
+
+    ctx = click.Context(cli)
+    for name in COMMANDS:
+        command = cli.get_command(ctx, name)
+        seen = [opt for param in command.params for opt in getattr(param, "opts", [])]
+        assert len(seen) == len(set(seen)), f"interp {name}: {sorted(o for o in seen if seen.count(o) > 1)}"

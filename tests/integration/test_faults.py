@@ -124,6 +124,8 @@ def test_the_report_lists_diverged_runs_apart(tmp_path, capsys):
     assert set(zip(rates["lr"], rates["finished"], rates["diverged"])) == {(1e-3, 1, 0), (1e7, 0, 1)}
     page = (tmp_path / "s" / "report.html").read_text()
     assert "Diverged runs (1; not in the rates)" in page
+    # The diverged configuration's runs are counted as diverged, not as unfinished.
+    assert "1 (1 diverged)" in page and "(1 unfinished)" not in page
 
 
 def _tiny_run(folder: Path, epochs: int = 4) -> Path:
