@@ -99,24 +99,16 @@ class GradsResult(Result):
             f"block %{{x}}<br>%{{y:.4g}}<br>relative to r/(1-r) = {self.trivial_amp:.4g}: %{{customdata[1]:.4g}}"
             "<br>net gradient norm %{customdata[0]:.3g} (relative %{customdata[2]:.3g})<extra></extra>"
         )
-        fig.add_bar(
-            x=self.blocks,
-            y=self.cos.tolist(),
-            name="cosine",
-            customdata=custom,
-            hovertemplate=hover,
-            row=1,
-            col=1,
-        )
-        fig.add_bar(
-            x=self.blocks,
-            y=self.amp.tolist(),
-            name="amplification",
-            customdata=custom,
-            hovertemplate=hover,
-            row=1,
-            col=2,
-        )
+        for col, (name, values) in enumerate((("cosine", self.cos), ("amplification", self.amp)), 1):
+            fig.add_bar(
+                x=self.blocks,
+                y=values.tolist(),
+                name=name,
+                customdata=custom,
+                hovertemplate=hover,
+                row=1,
+                col=col,
+            )
         fig.add_hline(y=-1, line_dash="dash", annotation_text="stationary point: -1", row=1, col=1)
         fig.add_hline(
             y=self.trivial_amp,
