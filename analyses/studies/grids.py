@@ -94,6 +94,14 @@ def expand(grid: Grid, sweep_dir: str | Path) -> list[RunSpec]:
     return specs
 
 
+# The cadence of study A's confirmation grids (the map, the headline and the stages after it).
+_CONFIRMATION_TRAIN: dict[str, Any] = {
+    "eval_every": 25,
+    "eval_log_points": 40,
+    "checkpoint_every": 100,
+    "checkpoint_log_points": 20,
+}
+
 GRIDS: dict[str, Grid] = {
     # `interp demo`: study A's contrast in miniature, sized for ~10 minutes on 2 CPU cores.
     "demo": Grid(
@@ -131,6 +139,19 @@ GRIDS: dict[str, Grid] = {
             ("study-a-search-3", {"batch_size": 2048}),
         )
     },
+    # Study A confirmed at CPU scale (docs/study_a.md, "Confirmation at CPU scale",
+    # preregistered): the positional shortcut, 16,384 / 2,048 / 2,048 examples. Evaluation every
+    # 25 epochs and checkpoints every 100 (plus log-spaced ones of each), so dissection and
+    # circuit discovery can use these runs without retraining. The map first: where along the
+    # vocabulary the two-layer contrast lives (sweep seed 300).
+    "study-a-map": Grid(
+        presets=("mpsp-2l2h",),
+        task={"shortcut": "first"},
+        train={**_CONFIRMATION_TRAIN, "epochs": 1500},
+        axes={"vocab": [16, 24, 32, 48], "r": [0.9, 0.5]},
+        seeds=5,
+        sweep_seed=300,
+    ),
     # Study C's noise sweep: the same initialisation for every xi of a seed.
     "study-c": Grid(presets=("quadratic-mlp",), axes={"xi": [0.0, 0.1, 0.2, 0.3, 0.35, 0.4, 0.5]}, seeds=5),
     # Study C's weight-decay regimes at xi = 0.35 (coexistence, partial / full inversion,

@@ -76,7 +76,8 @@ def make_executor(
 def run_grid(grid: Any, out: Path, executor: Any, *, progress: bool) -> tuple[int, list[str]]:
     """Write the sweep file, train every unfinished run, and return (finished, failures).
 
-    Runs too large for memory are refused before any trains (`check_spec_memory`).
+    Runs too large for memory are refused before any trains (`check_spec_memory`). Runs train
+    seed-major (every configuration's seed 0, then every seed 1, ...).
     """
     from analyses.studies.grids import expand
     from analyses.studies.recipes import check_spec_memory, train_spec
@@ -90,8 +91,11 @@ def run_grid(grid: Any, out: Path, executor: Any, *, progress: bool) -> tuple[in
     for spec in specs:
         check_spec_memory(spec, task_from_dict(spec.task), from_dict(TrainConfig, spec.train))
     write_sweep(out, specs, {"grid": to_dict(grid)})
+    # Seed-major order: every configuration gets its first seeds first, so a sweep stopped
+    # half-way already has rates for every cell (sorted() is stable: grid order within a seed).
+    order = sorted(specs, key=lambda spec: spec.tags.get("seed", 0))
     failures, finished, elsewhere, diverged = [], 0, 0, []
-    for outcome in run_sweep(specs, partial(train_spec), executor, progress=progress):
+    for outcome in run_sweep(order, partial(train_spec), executor, progress=progress):
         if outcome.ok:
             finished += 1
             elsewhere += outcome.elsewhere
