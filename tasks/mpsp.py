@@ -60,10 +60,14 @@ class MPSPTask:
     # binary label the inverted shortcut also scores 100% on adv (every adv example opposes
     # the shortcut), so *rule* asks for val and adv at 100% at the same evaluation. *memorized*
     # (every opposing training example right) shows what a run did instead of the rule.
+    # One wrong example in 2,048 misses a 100% milestone, so each has a 99% variant beside it
+    # (reported with it; the study's 100% decides).
     milestones: ClassVar[dict[str, tuple[str | tuple[str, ...], float]]] = {
         "generalized": ("adv/acc", 1.0),
         "rule": (("val/acc", "adv/acc"), 1.0),
         "memorized": ("train/opposing/acc", 1.0),
+        "generalized-99": ("adv/acc", 0.99),
+        "rule-99": (("val/acc", "adv/acc"), 0.99),
     }
 
     label: str = param("sum-mod2", "True rule: sum-mod2 or sum-mod3 (the label is sum(x) mod m).")

@@ -103,13 +103,16 @@ _CONFIRMATION_TRAIN: dict[str, Any] = {
 }
 
 GRIDS: dict[str, Grid] = {
-    # `interp demo`: study A's contrast in miniature, sized for ~10 minutes on 2 CPU cores.
+    # `make demo`: one seed per cell of study A's confirmation regime (the positional shortcut,
+    # 32 values, the study's data scale), sized for ~10 minutes on 2 CPU cores; sweep seed 0,
+    # which no confirmation grid uses. Checkpoints every 50 epochs draw its circuit evolution.
     "demo": Grid(
         presets=("mpsp-1l1h", "mpsp-2l2h"),
-        task={"vocab": 16, "n_train": 2048, "n_val": 512, "n_adv": 512},
-        train={"epochs": 2500, "eval_every": 50, "checkpoint_log_points": 10},
+        task={"shortcut": "first", "vocab": 32},
+        train={"epochs": 1000, "eval_every": 25, "eval_log_points": 20, "checkpoint_every": 50,
+               "checkpoint_log_points": 10},  # fmt: skip
         axes={"r": [0.5, 0.9]},
-        seeds=2,
+        seeds=1,
     ),
     # Study A at CPU scale (docs/study_a.md): 8x fewer train examples, 4x smaller vocabulary,
     # 5x fewer epochs than the study; 10 seeds per cell.

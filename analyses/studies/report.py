@@ -116,8 +116,11 @@ def run_state(sweep: str, spec: RunSpec) -> RunState:
             if key.endswith("/acc") and isinstance(value, (int, float)):
                 best[key] = max(best.get(key, value), value)
     final = records[-1] if records else {}
+    targets = getattr(TASKS.get(spec.task.get("name")), "milestones", {})
     if is_done(spec.out):
         summary = read_done(spec.out)
+        # Milestones added to the task after the run finished are read from its metrics.
+        reached = {**milestones_of(records, targets), **summary["milestones"]}
         status = DIVERGED if "diverged" in summary else FINISHED
         return RunState(
             sweep,
@@ -126,10 +129,9 @@ def run_state(sweep: str, spec: RunSpec) -> RunState:
             summary["epochs"],
             summary["final"],
             best,
-            summary["milestones"],
+            reached,
             summary.get("diverged"),
         )
-    targets = getattr(TASKS.get(spec.task.get("name")), "milestones", {})
     status = UNFINISHED if records or spec.out.exists() else NOT_STARTED
     return RunState(sweep, spec, status, final.get("step"), final, best, milestones_of(records, targets))
 

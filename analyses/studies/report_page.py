@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import plotly.graph_objects as go
 
 from analyses.studies.plots import (
@@ -42,16 +43,21 @@ from analyses.studies.report import (
     runs_frame,
 )
 from analyses.studies.report_sweeps import sweep_rows
+from analyses.studies.study_a_stats import axis_rate_figure, axis_rates, contrast_tests, outcome_table
+from analyses.studies.survival import time_to_milestone_figure
 from interp.store.atomic import atomic_write_text
 from interp.store.run_folder import read_metrics
 
 REPORT_FILE, RATES_FILE, RUNS_FILE = "report.html", "rates.csv", "runs.csv"
+OUTCOMES_FILE, TESTS_FILE = "outcomes.csv", "tests.csv"  # study A's (written for its runs only)
 # What study A's milestones mean (docs/study_a.md); other milestones are described by their metric.
 MILESTONE_TEXT = {
     "generalized": "adv accuracy 100% at an evaluation (the study's definition; on a binary label "
     "the inverted shortcut also gets there)",
     "rule": "val and adv accuracy both 100% at the same evaluation: the true rule",
     "memorized": "every shortcut-opposing training example right: what a run does instead of the rule",
+    "generalized-99": "adv accuracy at least 99% at an evaluation (one wrong example in 2,048 misses 100%)",
+    "rule-99": "val and adv accuracy both at least 99% at the same evaluation",
 }
 Figure = Callable[[Path], go.Figure]
 
@@ -155,6 +161,12 @@ def write_report(folder: str | Path, out: str | Path | None = None, *, figure: F
         _milestone_list(runs),
         _rates_html(rate_rows(runs), several=len(sweeps) > 1),
         _figure_div("rates", rates_figure(runs), eager=True),
+        "<h2>Time to milestone</h2>",
+        "<p>The share of each configuration's runs that had reached a milestone by each epoch: a rate "
+        "at one epoch depends on where training stopped, the curve does not. Runs that stopped "
+        "without it are censored at their last evaluation (Kaplan-Meier); the menu picks the milestone.</p>",
+        _figure_div("time-to-milestone", time_to_milestone_figure(runs), eager=True),
+        *_study_a_html(runs, out),
         *_diverged_html(runs),
         f"<h2>Runs ({len(runs)})</h2>",
         "<p>Open a run to draw its figure.</p>",
@@ -162,6 +174,50 @@ def write_report(folder: str | Path, out: str | Path | None = None, *, figure: F
     ]
     atomic_write_text(out / REPORT_FILE, _page(f"Report: {folder.name}", "\n".join(body)))
     return out / REPORT_FILE
+
+
+def _study_a_html(runs: list[RunState], out: Path) -> list[str]:
+    """Study A's outcomes, its preregistered tests and its vocabulary map (`study_a_stats`), with
+    `outcomes.csv` and `tests.csv`; nothing for other studies' runs.
+    """
+    if not any(r.spec.task.get("name") == "mpsp" for r in runs):
+        return []
+    outcomes = outcome_table(runs)
+    outcomes.to_csv(out / OUTCOMES_FILE, index=False)
+    parts = [
+        "<h2>Outcomes</h2>",
+        "<p>One outcome per finished run, the first that applies: the rule kept to the end or "
+        "transient, the opposing examples memorised without the rule, the inverted shortcut (final "
+        "val &le; 10%, adv &ge; 90%), the shortcut only (val &ge; 90%, adv &le; 10%), other.</p>",
+        _table([{k: str(v) for k, v in row.items()} for row in outcomes.to_dict("records")], ["sweep"]),
+    ]
+    tests = [t.row() for t in contrast_tests(runs)]
+    pd.DataFrame(tests).to_csv(out / TESTS_FILE, index=False)
+    if tests:
+        parts += [
+            "<h2>Preregistered tests</h2>",
+            "<p>The rule rate at r = 0.9 against r = 0.5 (finished runs): greater for two layers (the "
+            "primary test), less for one layer (the secondary); one-sided Fisher exact tests, and "
+            "Newcombe's 95% interval for the difference of the rates.</p>",
+            _table([_test_cells(row) for row in tests], []),
+        ]
+    vocab = axis_rates(runs, "vocab")
+    if len(vocab) and vocab.groupby("line")["vocab"].nunique().max() > 1:
+        parts += [
+            "<h2>Rule rate against vocabulary</h2>",
+            _figure_div("map", axis_rate_figure(runs), eager=True),
+        ]
+    return parts
+
+
+def _test_cells(row: dict[str, Any]) -> dict[str, str]:
+    cells = {k: str(v) for k, v in row.items()}
+    cells["p (one-sided Fisher)"] = f"{row['p (one-sided Fisher)']:.3g}"
+    cells["difference"] = f"{100 * row['difference']:+.0f} points"
+    low, high = row.pop("95% CI low (Newcombe)"), row.pop("95% CI high (Newcombe)")
+    cells.pop("95% CI low (Newcombe)"), cells.pop("95% CI high (Newcombe)")
+    cells["95% interval (Newcombe)"] = f"[{100 * low:+.0f}, {100 * high:+.0f}] points"
+    return cells
 
 
 def _diverged_html(runs: list[RunState]) -> list[str]:

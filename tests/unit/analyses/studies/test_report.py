@@ -178,6 +178,8 @@ def test_report_of_a_read_only_folder_writes_only_where_out_says(results, tmp_pa
         "report.html",
         "rates.csv",
         "runs.csv",
+        "outcomes.csv",
+        "tests.csv",
         "plotly.min.js",
     }
     assert _snapshot(results) == before
@@ -202,7 +204,8 @@ def test_sixty_runs_load_one_figure_and_open_the_others_on_demand(tmp_path):
         _write_run(spec, _records(100 * (index % 11) or None, None, 100, 1000), done=True)
     text = write_report(tmp_path / "sixty").read_text()
     assert text.count("<details data-figure=") == 60
-    assert text.count("data-eager='true'>") == 1  # only the rates figure is drawn on load
+    # Only the rates and the time-to-milestone figures are drawn on load (no vocabulary map here).
+    assert text.count("data-eager='true'>") == 2
     assert len(text) < 3_000_000
     assert "NaN" not in text
 
@@ -224,3 +227,34 @@ def test_the_command_names_the_grid_and_its_overrides():
     )
     odd = {**demo, "presets": ["mpsp-2l1h"]}
     assert sweep_command(odd, "x").startswith("interp sweep --grid GRID.json --out x")
+
+
+def test_study_a_report_writes_outcomes_tests_and_the_vocabulary_map(tmp_path):
+    """Two vocabularies x two ratios x two models: the outcomes, the preregistered tests (their
+    counts from the runs' metrics) and the map reach the page and its CSV files; a DONE written
+    before the 99% milestones existed still gets them, from the metrics.
+    """
+    root = tmp_path / "results"
+    grid = Grid(presets=("mpsp-1l1h", "mpsp-2l2h"), task=TASK, train={"epochs": 1000, "eval_every": 100},
+                axes={"vocab": [12, 16], "r": [0.9, 0.5]}, seeds=3)  # fmt: skip
+    for spec in _sweep(root / "map", grid):
+        two, high, seed = spec.tags["preset"] == "mpsp-2l2h", spec.tags["r"] == 0.9, spec.tags["seed"]
+        found = (two == high) and seed < (2 if spec.tags["vocab"] == 16 else 1)
+        _write_run(spec, _records(300 if found else None, 300 if found else None, 100, 1000), done=True)
+        done = json.loads((spec.out / "DONE").read_text())
+        done["milestones"] = {k: v for k, v in done["milestones"].items() if not k.endswith("-99")}
+        (spec.out / "DONE").write_text(json.dumps(done))
+    _, runs = load_results(root)
+    assert all("rule-99" in r.milestones for r in runs)
+    out = tmp_path / "report"
+    page = write_report(root, out).read_text()
+    outcomes = pd.read_csv(out / "outcomes.csv")
+    row = outcomes[outcomes.configuration == "mpsp-2l2h, vocab = 16, r = 0.9"].iloc[0]
+    assert (row["rule kept"], row["memorised without the rule"], row["finished"]) == (2, 1, 3)
+    tests = pd.read_csv(out / "tests.csv")
+    primary = tests[(tests.test == "primary") & (tests.configuration == "mpsp-2l2h, vocab = 16")].iloc[0]
+    assert (primary["r = 0.9"], primary["r = 0.5"]) == ("2/3", "0/3")
+    secondary = tests[(tests.test == "secondary") & (tests.configuration == "mpsp-1l1h, vocab = 12")].iloc[0]
+    assert (secondary["r = 0.9"], secondary["r = 0.5"]) == ("0/3", "1/3")
+    for heading in ("Time to milestone", "Outcomes", "Preregistered tests", "Rule rate against vocabulary"):
+        assert f"<h2>{heading}</h2>" in page

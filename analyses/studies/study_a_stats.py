@@ -1,0 +1,208 @@
+"""Study A's preregistered statistics: one outcome per run, the two contrast tests, the vocabulary map.
+
+Preregistered in `docs/study_a.md` ("Confirmation at CPU scale") before any of its runs:
+
+* **One outcome per run** (`outcome`), the first that applies: *rule kept*, *rule transient*,
+  *memorised without the rule*, *inverted shortcut* (final val accuracy <= 0.1 and adv >= 0.9),
+  *shortcut only* (final val >= 0.9 and adv <= 0.1), *other*. A run that reaches the rule has
+  usually memorised as well, so the milestones overlap and the outcomes do not.
+* **The tests** (`contrast_tests`): the rule rate at r = 0.9 against r = 0.5, one-sided Fisher
+  exact (`scipy.stats.fisher_exact`): *greater* for two-layer models (the primary test), *less*
+  for one-layer ones (the secondary, the one-layer reversal); each with Newcombe's hybrid score
+  interval for the difference of the two rates.
+* **The map** (`axis_rates`, `axis_rate_figure`): a milestone's rate along a numeric coordinate
+  (the vocabulary), one line per remaining configuration.
+
+Everything reads `RunState`s (`analyses.studies.report.load_results`), so committed records
+rebuild every number from a fresh clone. Rates are over finished runs, as in the rate table.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+from scipy.stats import fisher_exact
+
+from analyses.studies.report import FINISHED, RunState, config_label, configurations, wilson
+
+OUTCOMES = (
+    "rule kept",
+    "rule transient",
+    "memorised without the rule",
+    "inverted shortcut",
+    "shortcut only",
+    "other",
+)
+"""The exclusive outcomes of a study-A run, in the order they are tested."""
+
+# The preregistered direction of each model's contrast (rule rate at r = 0.9 vs r = 0.5):
+# two layers should gain from imbalance (the primary test), one layer lose (the secondary).
+PREREGISTERED = {"mpsp-2l2h": ("greater", "primary"), "mpsp-1l1h": ("less", "secondary")}
+HIGH_R, LOW_R = 0.9, 0.5
+
+
+def outcome(run: RunState) -> str:
+    """The exclusive outcome of a study-A run (`OUTCOMES`), from its milestones and final accuracies."""
+    rule = run.milestones.get("rule", {})
+    if rule.get("step") is not None:
+        return "rule kept" if rule.get("kept") else "rule transient"
+    if run.milestones.get("memorized", {}).get("step") is not None:
+        return "memorised without the rule"
+    val, adv = run.final.get("val/acc"), run.final.get("adv/acc")
+    if val is None or adv is None:
+        return "other"
+    if val <= 0.1 and adv >= 0.9:
+        return "inverted shortcut"
+    if val >= 0.9 and adv <= 0.1:
+        return "shortcut only"
+    return "other"
+
+
+def outcome_table(runs: list[RunState]) -> pd.DataFrame:
+    """Per configuration (sweep and coordinates but the seed): how many finished runs ended in each outcome."""
+    rows = []
+    for (sweep, *coords), group in configurations(runs).items():
+        finished = [r for r in group if r.status == FINISHED]
+        counts = {name: 0 for name in OUTCOMES}
+        for run in finished:
+            counts[outcome(run)] += 1
+        rows.append(
+            {"sweep": sweep, "configuration": config_label(dict(coords)), "finished": len(finished)} | counts
+        )
+    return pd.DataFrame(rows)
+
+
+def newcombe(k1: int, n1: int, k2: int, n2: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Newcombe's hybrid score interval for the difference of two proportions ``k1/n1 - k2/n2``.
+
+    Method 10 of Newcombe (1998), built from the two Wilson intervals (`report.wilson`, scipy's):
+    ``d - sqrt((p1 - l1)^2 + (u2 - p2)^2)`` to ``d + sqrt((u1 - p1)^2 + (p2 - l2)^2)``.
+    """
+    p1, p2 = k1 / n1, k2 / n2
+    (l1, u1), (l2, u2) = wilson(k1, n1, confidence), wilson(k2, n2, confidence)
+    d = p1 - p2
+    return d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2), d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """One preregistered test: a milestone's rate at r = 0.9 against r = 0.5 for one model."""
+
+    sweep: str
+    configuration: str
+    role: str
+    alternative: str
+    milestone: str
+    high: tuple[int, int]
+    low: tuple[int, int]
+    p_value: float
+    difference: float
+    ci_low: float
+    ci_high: float
+
+    def row(self) -> dict[str, Any]:
+        """A flat row for tables and CSV files."""
+        (k1, n1), (k2, n2) = self.high, self.low
+        return {
+            "sweep": self.sweep,
+            "configuration": self.configuration,
+            "test": self.role,
+            "milestone": self.milestone,
+            f"r = {HIGH_R}": f"{k1}/{n1}",
+            f"r = {LOW_R}": f"{k2}/{n2}",
+            "alternative": f"rate at r = {HIGH_R} {'>' if self.alternative == 'greater' else '<'} r = {LOW_R}",
+            "p (one-sided Fisher)": self.p_value,
+            "difference": self.difference,
+            "95% CI low (Newcombe)": self.ci_low,
+            "95% CI high (Newcombe)": self.ci_high,
+        }
+
+
+def contrast_tests(runs: list[RunState], milestone: str = "rule") -> list[Contrast]:
+    """The preregistered tests wherever a results folder has a model's r = 0.9 and r = 0.5 cells.
+
+    Cells pair up when they share the sweep and every coordinate but ``r`` (and the seed); only
+    presets with a preregistered direction (`PREREGISTERED`) are tested, over finished runs.
+    """
+    cells: dict[tuple, dict[float, list[RunState]]] = defaultdict(dict)
+    for (sweep, *coords), group in configurations(runs).items():
+        config = dict(coords)
+        r = config.pop("r", None)
+        if r in (HIGH_R, LOW_R) and config.get("preset") in PREREGISTERED:
+            cells[(sweep, *config.items())][r] = [g for g in group if g.status == FINISHED]
+    tests = []
+    for (sweep, *coords), by_r in cells.items():
+        if set(by_r) != {HIGH_R, LOW_R} or not by_r[HIGH_R] or not by_r[LOW_R]:
+            continue
+        config = dict(coords)
+        alternative, role = PREREGISTERED[config["preset"]]
+        k1, n1 = _reached(by_r[HIGH_R], milestone), len(by_r[HIGH_R])
+        k2, n2 = _reached(by_r[LOW_R], milestone), len(by_r[LOW_R])
+        p = fisher_exact([[k1, n1 - k1], [k2, n2 - k2]], alternative=alternative).pvalue
+        low, high = newcombe(k1, n1, k2, n2)
+        label = config_label(config)
+        tests.append(Contrast(sweep, label, role, alternative, milestone, (k1, n1), (k2, n2), float(p),
+                              k1 / n1 - k2 / n2, low, high))  # fmt: skip
+    return tests
+
+
+def _reached(group: list[RunState], milestone: str) -> int:
+    return sum(r.milestones.get(milestone, {}).get("step") is not None for r in group)
+
+
+def axis_rates(runs: list[RunState], axis: str, milestone: str = "rule") -> pd.DataFrame:
+    """A milestone's rate (finished runs, Wilson 95%) along the numeric coordinate `axis`.
+
+    One row per configuration that has `axis` among its coordinates, with ``line`` naming the
+    configuration without `axis` (the curve it belongs to).
+    """
+    rows = []
+    for (sweep, *coords), group in configurations(runs).items():
+        config = dict(coords)
+        if axis not in config:
+            continue
+        value = config.pop(axis)
+        finished = [r for r in group if r.status == FINISHED]
+        k, n = _reached(finished, milestone), len(finished)
+        low, high = wilson(k, n) if n else (None, None)
+        rows.append({"sweep": sweep, "line": config_label(config), axis: value, "reached": k, "finished": n,
+                     "rate": k / n if n else None, "ci_low": low, "ci_high": high})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def axis_rate_figure(runs: list[RunState], axis: str = "vocab", milestone: str = "rule") -> go.Figure:
+    """The map: `milestone` rate (%) against `axis`, one line per configuration, Wilson 95% error bars."""
+    table = axis_rates(runs, axis, milestone)
+    fig = go.Figure()
+    for line, rows in table.groupby("line", sort=False) if len(table) else []:
+        rows = rows[rows["finished"] > 0].sort_values(axis)
+        rate = 100 * rows["rate"]
+        fig.add_scatter(
+            x=rows[axis],
+            y=rate,
+            mode="lines+markers",
+            name=line,
+            error_y={
+                "type": "data",
+                "symmetric": False,
+                "array": 100 * rows["ci_high"] - rate,
+                "arrayminus": rate - 100 * rows["ci_low"],
+            },  # fmt: skip
+            customdata=rows[["reached", "finished"]].to_numpy(),
+            hovertemplate=f"{line}<br>{axis} %{{x}}: {milestone} in %{{customdata[0]}} of "
+            "%{customdata[1]} runs = %{y:.0f}%<extra></extra>",
+        )
+    values = sorted(table[axis].unique()) if len(table) else []
+    fig.update_xaxes(title_text=axis, tickvals=values)
+    fig.update_yaxes(title_text=f"runs that reached the {milestone} (%)", range=[-5, 105])
+    fig.update_layout(
+        title=f"{milestone.capitalize()} rate against {axis} (finished runs; bars: Wilson 95% intervals)",
+        height=420,
+        legend={"title": {"text": "configuration"}},
+    )
+    return fig

@@ -1,0 +1,142 @@
+"""Study A's preregistered statistics and the time-to-milestone curves, on hand-built run states.
+
+Each number is checked against an independent computation: scipy's Wilson interval, the
+hypergeometric tail for Fisher's exact test, Newcombe's own worked example, and a
+Kaplan-Meier estimate worked out by hand.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from scipy.stats import binomtest, hypergeom
+
+from analyses.studies.report import FINISHED, UNFINISHED, RunState, wilson
+from analyses.studies.study_a_stats import (
+    OUTCOMES,
+    axis_rate_figure,
+    axis_rates,
+    contrast_tests,
+    newcombe,
+    outcome,
+    outcome_table,
+)
+from analyses.studies.survival import time_to_milestone, time_to_milestone_figure, wilson_interval
+from interp.sweep.specs import RunSpec
+
+
+def state(
+    preset: str = "mpsp-2l2h",
+    r: float = 0.9,
+    *,
+    seed: int = 0,
+    rule: int | None = None,
+    kept: bool = True,
+    memorized: int | None = None,
+    val: float = 0.9,
+    adv: float = 0.1,
+    epoch: int = 1500,
+    status: str = FINISHED,
+    **coords: float,
+) -> RunState:
+    """A run state with the given milestones and final accuracies (nothing on disk)."""
+    spec = RunSpec(Path(f"/nowhere/{preset}/{r}/{seed}"), {}, {"name": "mpsp"}, {}, {"preset": preset, **coords,
+                   "r": r, "seed": seed})  # fmt: skip
+    milestones = {
+        "rule": {"step": rule, "kept": kept if rule is not None else False},
+        "memorized": {"step": memorized, "kept": memorized is not None},
+    }
+    final = {"step": epoch, "val/acc": val, "adv/acc": adv}
+    return RunState("grid", spec, status, epoch, final, {}, milestones)
+
+
+def test_outcomes_are_exclusive_and_in_the_preregistered_order():
+    assert outcome(state(rule=300, memorized=200)) == "rule kept"
+    assert outcome(state(rule=300, kept=False, memorized=200)) == "rule transient"
+    assert outcome(state(memorized=200)) == "memorised without the rule"
+    assert outcome(state(val=0.05, adv=0.97)) == "inverted shortcut"
+    assert outcome(state(val=0.95, adv=0.03)) == "shortcut only"
+    assert outcome(state(val=0.5, adv=0.5)) == "other"
+    table = outcome_table(
+        [state(seed=0, rule=3), state(seed=1, memorized=2), state(seed=2, status=UNFINISHED)]
+    )
+    row = table.iloc[0]
+    assert row["finished"] == 2 and row["rule kept"] == 1 and row["memorised without the rule"] == 1
+    assert sum(row[name] for name in OUTCOMES) == row["finished"]
+
+
+def test_newcombe_matches_the_worked_example_of_the_paper():
+    # Newcombe (1998), method 10, example (a): 56/70 - 48/80 = 0.2000, interval 0.0524 to 0.3339.
+    low, high = newcombe(56, 70, 48, 80)
+    assert low == pytest.approx(0.0524, abs=5e-4)
+    assert high == pytest.approx(0.3339, abs=5e-4)
+
+
+def test_contrast_tests_use_the_preregistered_directions_and_fisher_exact():
+    runs = [state("mpsp-2l2h", 0.9, seed=s, rule=300 if s < 7 else None) for s in range(10)]
+    runs += [state("mpsp-2l2h", 0.5, seed=s) for s in range(10)]
+    runs += [state("mpsp-1l1h", 0.9, seed=s) for s in range(10)]
+    runs += [state("mpsp-1l1h", 0.5, seed=s, rule=500 if s < 3 else None) for s in range(10)]
+    tests = {t.role: t for t in contrast_tests(runs)}
+    primary, secondary = tests["primary"], tests["secondary"]
+    assert (primary.high, primary.low, primary.alternative) == ((7, 10), (0, 10), "greater")
+    # One-sided Fisher: P(at least 7 of the 7 rule runs fall in the r = 0.9 cell of 10, out of 20).
+    assert primary.p_value == pytest.approx(hypergeom.sf(6, 20, 7, 10))
+    assert (secondary.high, secondary.low, secondary.alternative) == ((0, 10), (3, 10), "less")
+    assert secondary.p_value == pytest.approx(hypergeom.cdf(0, 20, 3, 10))
+    assert (primary.ci_low, primary.ci_high) == pytest.approx(newcombe(7, 10, 0, 10))
+    assert primary.row()["test"] == "primary"
+
+
+def test_unfinished_runs_are_not_counted_in_a_test():
+    runs = [state("mpsp-2l2h", 0.9, seed=0, rule=100), state("mpsp-2l2h", 0.9, seed=1, status=UNFINISHED)]
+    runs += [state("mpsp-2l2h", 0.5, seed=0)]
+    (test,) = contrast_tests(runs)
+    assert test.high == (1, 1) and test.low == (0, 1)
+
+
+def test_axis_rates_draw_one_line_per_r():
+    runs = [state(r=r, vocab=v, seed=s, rule=100 if (r == 0.9 and s < v // 16) else None)
+            for v in (16, 32, 48) for r in (0.9, 0.5) for s in range(3)]  # fmt: skip
+    table = axis_rates(runs, "vocab")
+    row = table[(table["vocab"] == 32) & (table["line"] == "mpsp-2l2h, r = 0.9")].iloc[0]
+    assert (row["reached"], row["finished"]) == (2, 3)
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx(wilson(2, 3))
+    fig = axis_rate_figure(runs)
+    assert {t.name for t in fig.data} == {"mpsp-2l2h, r = 0.9", "mpsp-2l2h, r = 0.5"}
+    assert list(fig.data[0].x) == [16, 32, 48]
+
+
+@pytest.mark.parametrize("k, n", [(0, 10), (3, 10), (7, 10), (10, 10), (1, 3)])
+def test_wilson_interval_equals_scipys_on_whole_counts(k, n):
+    expected = binomtest(k, n).proportion_ci(method="wilson")
+    assert wilson_interval(k / n, n) == pytest.approx((expected.low, expected.high))
+
+
+def test_time_to_milestone_without_censoring_is_the_plain_fraction():
+    runs = [state(seed=s, rule=step) for s, step in enumerate([100, 300, None, 300, None])]
+    curve = time_to_milestone(runs, "rule")
+    assert curve.steps == [0, 100, 300, 1500]
+    assert curve.fraction == pytest.approx([0, 0.2, 0.6, 0.6])
+    assert (curve.low[2], curve.high[2]) == pytest.approx(wilson(3, 5))
+    assert (curve.runs, curve.reached) == (5, 3)
+
+
+def test_time_to_milestone_censors_unfinished_runs_kaplan_meier():
+    # Reached at 10; unfinished at 20 without it; reached at 30; finished at 40 without it.
+    runs = [
+        state(seed=0, rule=10),
+        state(seed=1, epoch=20, status=UNFINISHED),
+        state(seed=2, rule=30),
+        state(seed=3, epoch=40),
+    ]
+    curve = time_to_milestone(runs, "rule")
+    assert curve.steps == [0, 10, 20, 30, 40]
+    # S(10) = 3/4; the run censored at 20 leaves 2 at risk; S(30) = 3/4 * 1/2.
+    assert curve.fraction == pytest.approx([0, 0.25, 0.25, 0.625, 0.625])
+    assert curve.observed == [4, 4, 4, 3, 3]
+    fig = time_to_milestone_figure(runs)
+    shown = [t for t in fig.data if t.visible is not False and t.showlegend is not False]
+    assert len(shown) == 1 and list(shown[0].y) == pytest.approx([0, 25, 25, 62.5, 62.5])
+    assert "Time to rule" in fig.layout.title.text
