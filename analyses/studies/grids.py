@@ -109,8 +109,13 @@ GRIDS: dict[str, Grid] = {
     "demo": Grid(
         presets=("mpsp-1l1h", "mpsp-2l2h"),
         task={"shortcut": "first", "vocab": 32},
-        train={"epochs": 1000, "eval_every": 25, "eval_log_points": 20, "checkpoint_every": 50,
-               "checkpoint_log_points": 10},  # fmt: skip
+        train={
+            "epochs": 1000,
+            "eval_every": 25,
+            "eval_log_points": 20,
+            "checkpoint_every": 50,
+            "checkpoint_log_points": 10,
+        },
         axes={"r": [0.5, 0.9]},
         seeds=1,
     ),

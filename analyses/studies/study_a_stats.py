@@ -146,8 +146,21 @@ def contrast_tests(runs: list[RunState], milestone: str = "rule") -> list[Contra
         p = fisher_exact([[k1, n1 - k1], [k2, n2 - k2]], alternative=alternative).pvalue
         low, high = newcombe(k1, n1, k2, n2)
         label = config_label(config)
-        tests.append(Contrast(sweep, label, role, alternative, milestone, (k1, n1), (k2, n2), float(p),
-                              k1 / n1 - k2 / n2, low, high))  # fmt: skip
+        tests.append(
+            Contrast(
+                sweep,
+                label,
+                role,
+                alternative,
+                milestone,
+                (k1, n1),
+                (k2, n2),
+                float(p),
+                k1 / n1 - k2 / n2,
+                low,
+                high,
+            )
+        )
     return tests
 
 
@@ -170,8 +183,18 @@ def axis_rates(runs: list[RunState], axis: str, milestone: str = "rule") -> pd.D
         finished = [r for r in group if r.status == FINISHED]
         k, n = _reached(finished, milestone), len(finished)
         low, high = wilson(k, n) if n else (None, None)
-        rows.append({"sweep": sweep, "line": config_label(config), axis: value, "reached": k, "finished": n,
-                     "rate": k / n if n else None, "ci_low": low, "ci_high": high})  # fmt: skip
+        rows.append(
+            {
+                "sweep": sweep,
+                "line": config_label(config),
+                axis: value,
+                "reached": k,
+                "finished": n,
+                "rate": k / n if n else None,
+                "ci_low": low,
+                "ci_high": high,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -192,7 +215,7 @@ def axis_rate_figure(runs: list[RunState], axis: str = "vocab", milestone: str =
                 "symmetric": False,
                 "array": 100 * rows["ci_high"] - rate,
                 "arrayminus": rate - 100 * rows["ci_low"],
-            },  # fmt: skip
+            },
             customdata=rows[["reached", "finished"]].to_numpy(),
             hovertemplate=f"{line}<br>{axis} %{{x}}: {milestone} in %{{customdata[0]}} of "
             "%{customdata[1]} runs = %{y:.0f}%<extra></extra>",

@@ -159,8 +159,9 @@ def _add_curve(fig: go.Figure, curve: TimeToMilestone, label: str, colour: str, 
     common = {"x": curve.steps, "visible": visible, "legendgroup": label, "showlegend": False}
     edge = {"mode": "lines", "line": {"width": 0, "shape": "hv"}, "hoverinfo": "skip"}
     fig.add_scatter(**common, **edge, y=[100 * v for v in curve.high])
-    fig.add_scatter(**common, **edge, y=[100 * v for v in curve.low], fill="tonexty",
-                    fillcolor=_translucent(colour))  # fmt: skip
+    fig.add_scatter(
+        **common, **edge, y=[100 * v for v in curve.low], fill="tonexty", fillcolor=_translucent(colour)
+    )
     fig.add_scatter(
         x=curve.steps,
         y=[100 * v for v in curve.fraction],

@@ -235,8 +235,13 @@ def test_study_a_report_writes_outcomes_tests_and_the_vocabulary_map(tmp_path):
     before the 99% milestones existed still gets them, from the metrics.
     """
     root = tmp_path / "results"
-    grid = Grid(presets=("mpsp-1l1h", "mpsp-2l2h"), task=TASK, train={"epochs": 1000, "eval_every": 100},
-                axes={"vocab": [12, 16], "r": [0.9, 0.5]}, seeds=3)  # fmt: skip
+    grid = Grid(
+        presets=("mpsp-1l1h", "mpsp-2l2h"),
+        task=TASK,
+        train={"epochs": 1000, "eval_every": 100},
+        axes={"vocab": [12, 16], "r": [0.9, 0.5]},
+        seeds=3,
+    )
     for spec in _sweep(root / "map", grid):
         two, high, seed = spec.tags["preset"] == "mpsp-2l2h", spec.tags["r"] == 0.9, spec.tags["seed"]
         found = (two == high) and seed < (2 if spec.tags["vocab"] == 16 else 1)

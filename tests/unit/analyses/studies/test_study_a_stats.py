@@ -41,8 +41,13 @@ def state(
     **coords: float,
 ) -> RunState:
     """A run state with the given milestones and final accuracies (nothing on disk)."""
-    spec = RunSpec(Path(f"/nowhere/{preset}/{r}/{seed}"), {}, {"name": "mpsp"}, {}, {"preset": preset, **coords,
-                   "r": r, "seed": seed})  # fmt: skip
+    spec = RunSpec(
+        Path(f"/nowhere/{preset}/{r}/{seed}"),
+        {},
+        {"name": "mpsp"},
+        {},
+        {"preset": preset, **coords, "r": r, "seed": seed},
+    )
     milestones = {
         "rule": {"step": rule, "kept": kept if rule is not None else False},
         "memorized": {"step": memorized, "kept": memorized is not None},
@@ -97,8 +102,12 @@ def test_unfinished_runs_are_not_counted_in_a_test():
 
 
 def test_axis_rates_draw_one_line_per_r():
-    runs = [state(r=r, vocab=v, seed=s, rule=100 if (r == 0.9 and s < v // 16) else None)
-            for v in (16, 32, 48) for r in (0.9, 0.5) for s in range(3)]  # fmt: skip
+    runs = [
+        state(r=r, vocab=v, seed=s, rule=100 if (r == 0.9 and s < v // 16) else None)
+        for v in (16, 32, 48)
+        for r in (0.9, 0.5)
+        for s in range(3)
+    ]
     table = axis_rates(runs, "vocab")
     row = table[(table["vocab"] == 32) & (table["line"] == "mpsp-2l2h, r = 0.9")].iloc[0]
     assert (row["reached"], row["finished"]) == (2, 3)
