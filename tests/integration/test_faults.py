@@ -39,25 +39,10 @@ TASK = {"vocab": 12, "n": 4, "n_train": 128, "n_val": 32, "n_adv": 32}
 TINY = ["--vocab", "12", "--n", "4", "--n-train", "128", "--n-val", "32", "--n-adv", "32"]
 # lr 1e7 on mpsp-1l1h: step 1 is finite, step 2 makes embed.W_E NaN (deterministic on the CPU).
 DIVERGING = [
-    "--preset",
-    "mpsp-1l1h",
-    *TINY,
-    "--epochs",
-    "12",
-    "--lr",
-    "1e7",
-    "--eval-every",
-    "1",
-    "--eval-log-points",
-    "0",
-    "--checkpoint-every",
-    "1",
-    "--checkpoint-log-points",
-    "0",
-    "--threads",
-    "1",
-    "--no-progress",
-]
+    "--preset", "mpsp-1l1h", *TINY, "--epochs", "12", "--lr", "1e7", "--eval-every", "1",
+    "--eval-log-points", "0", "--checkpoint-every", "1", "--checkpoint-log-points", "0",
+    "--threads", "1", "--no-progress",
+]  # fmt: skip
 
 
 def _interp(*args: str, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
@@ -207,10 +192,8 @@ def single_sweep(tmp_path_factory) -> Path:
     (folder / "grid.json").write_text(json.dumps(SWEEP_GRID))
     done = subprocess.run(
         _sweep_cmd(folder / "grid.json", folder / "s", "--jobs", "1", "--threads", "1"),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return folder / "s"
 
@@ -395,22 +378,14 @@ def test_a_run_folder_the_user_cannot_write_to_is_analysed_and_reported_from_out
         ):
             done = subprocess.run(
                 [*prefix, sys.executable, "-m", "interp", *map(str, args)],
-                capture_output=True,
-                text=True,
-                timeout=300,
-                env=env,
-                cwd=out,
-            )
+                capture_output=True, text=True, timeout=300, env=env, cwd=out,
+            )  # fmt: skip
             assert done.returncode == 0, (args, done.stderr)
         assert (out / "fp" / "result.json").is_file() and (out / "report" / "report.html").is_file()
         refused = subprocess.run(
             [*prefix, sys.executable, "-m", "interp", "fingerprint", "--ckpt", str(run)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=env,
-            cwd=out,
-        )
+            capture_output=True, text=True, timeout=300, env=env, cwd=out,
+        )  # fmt: skip
         assert refused.returncode == 2 and "read-only" in refused.stderr
         assert _tree(sweep) == before
     finally:
@@ -458,19 +433,9 @@ def _limit_memory() -> None:  # 3 GB of address space: a real attempt at the tas
 def test_a_task_too_large_for_memory_is_refused_up_front_with_the_estimate(tmp_path):
     out = tmp_path / "big"
     result = _interp(
-        "train",
-        "--preset",
-        "mpsp-1l1h",
-        "--n-train",
-        "1000000000",
-        "--epochs",
-        "1",
-        "--out",
-        out,
-        "--no-progress",
-        preexec_fn=_limit_memory,
-        timeout=120,
-    )
+        "train", "--preset", "mpsp-1l1h", "--n-train", "1000000000", "--epochs", "1", "--out", out,
+        "--no-progress", preexec_fn=_limit_memory, timeout=120,
+    )  # fmt: skip
     assert result.returncode == 2, result.stderr
     line = result.stderr.strip()
     assert line.startswith("error: this run needs about ") and "GB are available" in line

@@ -186,13 +186,8 @@ def test_a_failing_run_is_reported_and_the_others_finish(tmp_path, capsys):
 def _sweep_command(grid: Path, out: Path) -> list[str]:
     """`interp sweep` of `grid` into `out` as a subprocess: one job, one thread, no report."""
     return [sys.executable, "-m", "interp", "sweep", "--grid", str(grid), "--out", str(out)] + [
-        "--jobs",
-        "1",
-        "--threads",
-        "1",
-        "--no-progress",
-        "--no-report",
-    ]
+        "--jobs", "1", "--threads", "1", "--no-progress", "--no-report",
+    ]  # fmt: skip
 
 
 def test_interrupted_sweep_restarts_without_retraining_finished_runs(tmp_path):
