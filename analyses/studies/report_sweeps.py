@@ -14,6 +14,10 @@ from typing import Any
 from analyses.studies.report import DIVERGED, FINISHED, RunState, Sweep
 from interp.config import to_dict
 
+COMPUTE_FILE = "compute.json"
+"""A run's measured CPU time when its DONE does not hold it (``{"cpu_seconds": ..., "how": ...}``),
+written beside the compact record by ``scripts/export_results.py --cpu-ledger``."""
+
 # Training fields a reader needs to know what was run (seeds and cadences are left out).
 TRAIN_FIELDS = ("epochs", "batch_size", "lr", "betas", "weight_decay", "loss", "weight_norm")
 _SKIP_TRAIN = {"seed", "data_seed"}
@@ -40,10 +44,35 @@ def sweep_rows(folder: Path, sweeps: list[Sweep], runs: list[RunState]) -> list[
                 "training": _training_text([s.train for s in sweep.specs], set(varied)),
                 "runs": f"{len(mine)} ({finished} finished"
                 + (f", {diverged} diverged)" if diverged else ")"),
+                "CPU hours": _cpu_text([r.spec.out for r in mine]),
                 "command": sweep_command(sweep.meta.get("grid"), (folder / sweep.name).as_posix()),
             }
         )
     return rows
+
+
+def cpu_seconds(run_dir: Path) -> float | None:
+    """The CPU seconds a run used, from its ``DONE`` summary or its ``compute.json``; None if unrecorded."""
+    for name, key in (("DONE", "cpu_seconds"), (COMPUTE_FILE, "cpu_seconds")):
+        path = Path(run_dir) / name
+        if path.is_file():
+            value = json.loads(path.read_text()).get(key)
+            if value is not None:
+                return float(value)
+    return None
+
+
+def _cpu_text(run_dirs: list[Path]) -> str:
+    """``"3.52 (38 of 40 runs recorded)"``: the CPU hours summed over the runs that record them."""
+    recorded = [s for s in map(cpu_seconds, run_dirs) if s is not None]
+    if not recorded:
+        return "not recorded"
+    hours = f"{sum(recorded) / 3600:.2f}"
+    return (
+        hours
+        if len(recorded) == len(run_dirs)
+        else f"{hours} ({len(recorded)} of {len(run_dirs)} runs recorded)"
+    )
 
 
 def _varied(sweep: Sweep) -> dict[str, list[Any]]:

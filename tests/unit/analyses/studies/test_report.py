@@ -263,3 +263,32 @@ def test_study_a_report_writes_outcomes_tests_and_the_vocabulary_map(tmp_path):
     assert (secondary["r = 0.9"], secondary["r = 0.5"]) == ("0/3", "1/3")
     for heading in ("Time to milestone", "Outcomes", "Preregistered tests", "Rule rate against vocabulary"):
         assert f"<h2>{heading}</h2>" in page
+
+
+def test_cpu_hours_are_summed_from_done_summaries_and_exported_compute_records(results, tmp_path):
+    """A run's CPU time comes from its DONE (``cpu_seconds``) or from the ``compute.json`` that
+    `scripts/export_results.py --cpu-ledger` writes; the sweep table says how many runs record it.
+    """
+    import subprocess
+    import sys
+
+    from analyses.studies.report_sweeps import sweep_rows
+
+    sweeps, runs = load_results(results)
+    grid = next(s for s in sweeps if s.name == "grid")
+    assert sweep_rows(results, [grid], runs)[0]["CPU hours"] == "not recorded"
+    first, second = grid.specs[0].out, grid.specs[1].out
+    done = json.loads((first / "DONE").read_text())
+    (first / "DONE").write_text(json.dumps({**done, "cpu_seconds": 5400.0}))
+    ledger = tmp_path / "ledger.json"
+    ledger.write_text(json.dumps({second.relative_to(results / "grid").as_posix(): 1800.0, "_last": {}}))
+    dest = tmp_path / "exported"
+    script = Path(__file__).parents[4] / "scripts" / "export_results.py"
+    subprocess.run([sys.executable, script, results / "grid", dest, "--cpu-ledger", ledger], check=True)
+    assert (
+        json.loads((dest / second.relative_to(results / "grid") / "compute.json").read_text())["cpu_seconds"]
+        == 1800
+    )
+    exported_sweeps, exported_runs = load_results(dest)
+    row = sweep_rows(dest, exported_sweeps, exported_runs)[0]
+    assert row["CPU hours"] == f"2.00 (2 of {len(grid.specs)} runs recorded)"
