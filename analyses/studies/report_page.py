@@ -12,7 +12,7 @@ plotly.js sits in a file beside the page, so it opens without a network. `rates.
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -133,7 +133,13 @@ def rates_figure(runs: list[RunState]) -> go.Figure:
     return fig
 
 
-def write_report(folder: str | Path, out: str | Path | None = None, *, figure: Figure | None = None) -> Path:
+def write_report(
+    folder: str | Path,
+    out: str | Path | None = None,
+    *,
+    figure: Figure | None = None,
+    sections: Sequence[str] = (),
+) -> Path:
     """Write `report.html`, `rates.csv` and `runs.csv` for every sweep below `folder`.
 
     Args:
@@ -141,6 +147,7 @@ def write_report(folder: str | Path, out: str | Path | None = None, *, figure: F
         out: Where to write (default: `folder`).
         figure: Each run's figure from its folder (default: accuracy curves; `interp report
             --evolution` draws study A's circuit evolution for runs with checkpoints).
+        sections: HTML placed before the runs (`make demo` adds study A's committed results).
 
     Returns:
         The path of `report.html`.
@@ -159,15 +166,16 @@ def write_report(folder: str | Path, out: str | Path | None = None, *, figure: F
         _table(sweep_rows(folder, sweeps, runs), ["sweep"] if len(sweeps) > 1 else []),
         "<h2>Milestone rates</h2>",
         _milestone_list(runs),
-        _rates_html(rate_rows(runs), several=len(sweeps) > 1),
-        _figure_div("rates", rates_figure(runs), eager=True),
+        rates_html(rate_rows(runs), several=len(sweeps) > 1),
+        figure_div("rates", rates_figure(runs), eager=True),
         "<h2>Time to milestone</h2>",
         "<p>The share of each configuration's runs that had reached a milestone by each epoch: a rate "
         "at one epoch depends on where training stopped, the curve does not. Runs that stopped "
         "without it are censored at their last evaluation (Kaplan-Meier); the menu picks the milestone.</p>",
-        _figure_div("time-to-milestone", time_to_milestone_figure(runs), eager=True),
+        figure_div("time-to-milestone", time_to_milestone_figure(runs), eager=True),
         *_study_a_html(runs, out),
         *_diverged_html(runs),
+        *sections,
         f"<h2>Runs ({len(runs)})</h2>",
         "<p>Open a run to draw its figure.</p>",
         *(_run_section(index, run, figure) for index, run in enumerate(runs)),
@@ -205,7 +213,7 @@ def _study_a_html(runs: list[RunState], out: Path) -> list[str]:
     if len(vocab) and vocab.groupby("line")["vocab"].nunique().max() > 1:
         parts += [
             "<h2>Rule rate against vocabulary</h2>",
-            _figure_div("map", axis_rate_figure(runs), eager=True),
+            figure_div("map", axis_rate_figure(runs), eager=True),
         ]
     return parts
 
@@ -266,7 +274,8 @@ def _metric_text(m: dict[str, Any]) -> str:
     return f"{m['metric']} at or above {percent(m['threshold'])}"
 
 
-def _rates_html(rows: list[dict[str, str]], *, several: bool) -> str:
+def rates_html(rows: list[dict[str, str]], *, several: bool) -> str:
+    """The rate table (`report.rate_rows`) as HTML: a rate and its when per milestone and configuration."""
     names = list(dict.fromkeys(k for row in rows for k in row if k not in ("sweep", "configuration", "runs")))
     milestones = [n for n in names if not n.endswith(": when")]
     head = "".join(f"<th>{html.escape(n)}</th>" for n in ["configuration", "runs", *milestones])
@@ -305,7 +314,7 @@ def _run_section(index: int, run: RunState, figure: Figure | None) -> str:
     fig.update_layout(title=title)
     return (
         f"<details data-figure='fig-{index}'><summary>{summary}</summary>"
-        f"{_milestone_table(run)}{_figure_div(f'fig-{index}', fig, eager=False)}</details>"
+        f"{_milestone_table(run)}{figure_div(f'fig-{index}', fig, eager=False)}</details>"
     )
 
 
@@ -344,7 +353,8 @@ def _milestone_table(run: RunState) -> str:
     return f"<table class='small'><tr><th>milestone</th><th>epoch</th><th>at the end</th></tr>{rows}</table>"
 
 
-def _figure_div(name: str, fig: go.Figure, *, eager: bool) -> str:
+def figure_div(name: str, fig: go.Figure, *, eager: bool) -> str:
+    """A figure's place on the page and its JSON: drawn on load if `eager`, else when its section opens."""
     # JSON inside <script type=application/json>: "</" would end the script element early.
     spec = fig.to_json().replace("</", "<\\/")
     return (

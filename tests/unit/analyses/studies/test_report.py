@@ -292,3 +292,38 @@ def test_cpu_hours_are_summed_from_done_summaries_and_exported_compute_records(r
     exported_sweeps, exported_runs = load_results(dest)
     row = sweep_rows(dest, exported_sweeps, exported_runs)[0]
     assert row["CPU hours"] == f"2.00 (2 of {len(grid.specs)} runs recorded)"
+
+
+def test_the_demo_shows_committed_rates_and_its_own_phase2_run_or_the_committed_series(tmp_path):
+    from analyses.studies.demo import SERIES, committed_sections, phase2_run
+
+    results = tmp_path / "results"
+    assert "no committed confirmation results" in " ".join(committed_sections(results))
+    grid = Grid(
+        presets=("mpsp-2l2h",),
+        task=TASK,
+        train={"epochs": 1000},
+        axes={"vocab": [12, 16], "r": [0.9]},
+        seeds=2,
+    )
+    for spec in _sweep(results / "map", grid):
+        _write_run(spec, _records(300, 300, 100, 1000), done=True)
+    sections = " ".join(committed_sections(results))
+    assert "4 runs of the committed <code>map</code> grid (4 finished)" in sections
+    assert "committed-time-to-rule" in sections and "committed-map" in sections
+
+    demo = Grid(presets=("mpsp-1l1h", "mpsp-2l2h"), task=TASK, train={"epochs": 1000}, axes={"r": [0.5, 0.9]})
+    specs = _sweep(tmp_path / "demo", demo)
+    for spec in specs:
+        _write_run(spec, _records(None, None, 100, 1000), done=True)
+    assert phase2_run(tmp_path / "demo", results)[0] is None
+    (results / SERIES).mkdir(parents=True)
+    (results / SERIES / "config.json").write_text("{}")
+    run, text = phase2_run(tmp_path / "demo", results)
+    assert run == results / SERIES and "did not reach the rule" in text
+    own = next(s for s in specs if s.tags["preset"] == "mpsp-2l2h" and s.tags["r"] == 0.9)
+    (own.out / "DONE").unlink()  # now unfinished, with the rule reached at epoch 400 so far
+    records = _records(400, 400, 100, 1000)
+    (own.out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    run, text = phase2_run(tmp_path / "demo", results)
+    assert run == own.out and "reached the rule at epoch 400" in text
