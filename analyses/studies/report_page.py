@@ -50,6 +50,7 @@ from interp.store.run_folder import read_metrics
 
 REPORT_FILE, RATES_FILE, RUNS_FILE = "report.html", "rates.csv", "runs.csv"
 OUTCOMES_FILE, TESTS_FILE = "outcomes.csv", "tests.csv"  # study A's (written for its runs only)
+SWEEPS_FILE = "sweeps.csv"  # what was run, with the CPU hours the runs recorded
 # What study A's milestones mean (docs/study_a.md); other milestones are described by their metric.
 MILESTONE_TEXT = {
     "generalized": "adv accuracy 100% at an evaluation (the study's definition; on a binary label "
@@ -140,7 +141,8 @@ def write_report(
     figure: Figure | None = None,
     sections: Sequence[str] = (),
 ) -> Path:
-    """Write `report.html`, `rates.csv` and `runs.csv` for every sweep below `folder`.
+    """Write `report.html`, `rates.csv`, `runs.csv` and `sweeps.csv` (and study A's `outcomes.csv`
+    and `tests.csv`) for every sweep below `folder`.
 
     Args:
         folder: A sweep folder, or a folder with sweeps below it; only read.
@@ -159,11 +161,13 @@ def write_report(
     rate_table(runs).to_csv(out / RATES_FILE, index=False)
     runs_frame(runs).to_csv(out / RUNS_FILE, index=False)
     write_plotly_js(out)
+    swept = sweep_rows(folder, sweeps, runs)
+    pd.DataFrame(swept).to_csv(out / SWEEPS_FILE, index=False)
     body = [
         f"<h1>Report: {html.escape(folder.name or str(folder))}</h1>",
         _lead(folder, runs, len(sweeps)),
         "<h2>What was run</h2>",
-        _table(sweep_rows(folder, sweeps, runs), ["sweep"] if len(sweeps) > 1 else []),
+        _table(swept, ["sweep"] if len(sweeps) > 1 else []),
         "<h2>Milestone rates</h2>",
         _milestone_list(runs),
         rates_html(rate_rows(runs), several=len(sweeps) > 1),

@@ -178,6 +178,7 @@ def test_report_of_a_read_only_folder_writes_only_where_out_says(results, tmp_pa
         "report.html",
         "rates.csv",
         "runs.csv",
+        "sweeps.csv",
         "outcomes.csv",
         "tests.csv",
         "plotly.min.js",
@@ -211,20 +212,14 @@ def test_sixty_runs_load_one_figure_and_open_the_others_on_demand(tmp_path):
 
 
 def test_the_command_names_the_grid_and_its_overrides():
-    demo = {
-        **to_dict(
-            Grid(
-                presets=("mpsp-1l1h", "mpsp-2l2h"),
-                task={"vocab": 16, "n_train": 2048, "n_val": 512, "n_adv": 512},
-                train={"epochs": 200, "eval_every": 50, "checkpoint_log_points": 10},
-                axes={"r": [0.5, 0.9]},
-                seeds=1,
-            )
-        )
-    }
-    assert (
-        sweep_command(demo, "runs/demo") == "interp sweep --grid demo --seeds 1 --epochs 200 --out runs/demo"
-    )
+    from dataclasses import replace
+
+    from analyses.studies.grids import GRIDS
+
+    named = GRIDS["demo"]
+    demo = to_dict(replace(named, seeds=named.seeds + 1, train={**named.train, "epochs": 200}))
+    expected = f"interp sweep --grid demo --seeds {named.seeds + 1} --epochs 200 --out runs/demo"
+    assert sweep_command(demo, "runs/demo") == expected
     odd = {**demo, "presets": ["mpsp-2l1h"]}
     assert sweep_command(odd, "x").startswith("interp sweep --grid GRID.json --out x")
 
@@ -292,6 +287,8 @@ def test_cpu_hours_are_summed_from_done_summaries_and_exported_compute_records(r
     exported_sweeps, exported_runs = load_results(dest)
     row = sweep_rows(dest, exported_sweeps, exported_runs)[0]
     assert row["CPU hours"] == f"2.00 (2 of {len(grid.specs)} runs recorded)"
+    write_report(dest, tmp_path / "report")
+    assert pd.read_csv(tmp_path / "report" / "sweeps.csv")["CPU hours"][0] == row["CPU hours"]
 
 
 def test_the_demo_shows_committed_rates_and_its_own_phase2_run_or_the_committed_series(tmp_path):
