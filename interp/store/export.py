@@ -36,8 +36,25 @@ def log_spaced(steps: list[int], count: int) -> list[int]:
     return sorted(chosen)
 
 
+def dense_window(steps: list[int], window: tuple[int, int], count: int) -> list[int]:
+    """Every one of `steps` inside `window` (inclusive), plus `count` log-spaced others.
+
+    A series dense across a phase transition (e.g. every 10 epochs around phase 2) and sparse
+    elsewhere, so a tutorial can follow the transition checkpoint by checkpoint at a size a
+    repository can keep.
+    """
+    low, high = window
+    inside = [s for s in steps if low <= s <= high]
+    outside = [s for s in steps if s < low or s > high]
+    return sorted(set(inside) | set(log_spaced(outside, count) if len(outside) >= 2 else outside))
+
+
 def export_weights(
-    run_dir: str | os.PathLike[str], dest: str | os.PathLike[str], count: int = 16
+    run_dir: str | os.PathLike[str],
+    dest: str | os.PathLike[str],
+    count: int = 16,
+    *,
+    steps: list[int] | None = None,
 ) -> list[int]:
     """Write weights-only copies of up to `count` log-spaced checkpoints of `run_dir` into `dest`.
 
@@ -46,6 +63,7 @@ def export_weights(
         dest: A run folder holding the run's `config.json` (e.g. written by `export_records`);
             its checkpoints are replaced by the chosen steps.
         count: How many checkpoints to keep (>= 2; the first and the last are always kept).
+        steps: Exactly these checkpoints instead (e.g. `dense_window`'s); each must exist.
 
     Returns:
         The exported steps.
@@ -53,13 +71,17 @@ def export_weights(
     Raises:
         CheckpointError: If `run_dir` has no checkpoints or `dest` has no config.json.
     """
-    run_dir, dest = Path(run_dir), Path(dest)
+    run_dir, dest, chosen_steps = Path(run_dir), Path(dest), steps
     steps = list_checkpoints(run_dir)
     if not steps:
         raise CheckpointError(f"{run_dir} has no checkpoints to export", "train the run first")
     if not (dest / CONFIG_FILE).is_file():
         raise CheckpointError(f"{dest} has no {CONFIG_FILE}", "export the run's records there first")
-    chosen = log_spaced(steps, count)
+    if chosen_steps is not None:
+        missing = sorted(set(chosen_steps) - set(steps))
+        if missing:
+            raise CheckpointError(f"{run_dir} has no checkpoint at steps {missing}", f"it has {steps}")
+    chosen = sorted(chosen_steps) if chosen_steps is not None else log_spaced(steps, count)
     for step in sorted(set(list_checkpoints(dest)) - set(chosen)):
         # An earlier export's step that is no longer chosen: drop it so the series stays log-spaced.
         shutil.rmtree(checkpoint_dir(dest, step))

@@ -10,7 +10,7 @@ import torch
 from analyses import load_subject
 from interp.errors import CheckpointError
 from interp.store import export_weights, list_checkpoints, load_checkpoint
-from interp.store.export import log_spaced
+from interp.store.export import dense_window, log_spaced
 from interp.training import TrainConfig, train
 from tasks import MPSPTask
 from tests.builders import tiny_transformer
@@ -23,6 +23,18 @@ def test_log_spacing_keeps_the_ends_and_spreads_the_rest():
     assert log_spaced(steps[:3], 5) == steps[:3]
     with pytest.raises(ValueError, match="count must be >= 2"):
         log_spaced(steps, 1)
+
+
+def test_a_dense_window_keeps_every_step_inside_and_log_spaced_ones_outside():
+    steps = list(range(0, 1501, 10))
+    chosen = dense_window(steps, (300, 500), count=6)
+    assert [s for s in chosen if 300 <= s <= 500] == list(range(300, 501, 10))
+    outside = [s for s in chosen if s < 300 or s > 500]
+    assert (
+        outside == log_spaced([s for s in steps if s < 300 or s > 500], 6)
+        and 0 in outside
+        and 1500 in outside
+    )
 
 
 def test_exported_weights_load_and_analyse_like_the_originals(tmp_path):
@@ -45,6 +57,10 @@ def test_exported_weights_load_and_analyse_like_the_originals(tmp_path):
     assert load_subject(dest).step == steps[-1]
     # A second export with fewer steps leaves exactly those.
     assert export_weights(run, dest, count=2) == list_checkpoints(dest) == [steps[0], steps[-1]]
+    # Or exactly the steps asked for; a step without a checkpoint is refused, naming it.
+    assert export_weights(run, dest, steps=steps[1:3]) == list_checkpoints(dest) == steps[1:3]
+    with pytest.raises(CheckpointError, match=r"no checkpoint at steps \[7777\]"):
+        export_weights(run, dest, steps=[steps[0], 7777])
 
 
 def test_export_says_what_is_missing(tmp_path):
