@@ -34,6 +34,10 @@ class Grid:
             the task, any other on the training config (e.g. ``{"r": [0.5, 0.9]}``).
         seeds: Seeds per configuration.
         sweep_seed: The seed every run's seeds derive from.
+        data_seeds: A crossed design: this many data seeds, each with every one of the `seeds`
+            model seeds (the same initialisations on every training set), in folders
+            ``data_<d>/seed_<m>``. None (the default): seed index `i` brings its own data and
+            initialisation.
     """
 
     presets: tuple[str, ...]
@@ -42,6 +46,7 @@ class Grid:
     axes: dict[str, list[Any]] = field(default_factory=dict)
     seeds: int = 1
     sweep_seed: int = 0
+    data_seeds: int | None = None
 
     def __post_init__(self) -> None:
         for preset in self.presets:
@@ -49,6 +54,8 @@ class Grid:
                 raise ConfigError(f"unknown preset {preset!r} in the grid", did_you_mean(preset, PRESETS))
         if not isinstance(self.seeds, int) or self.seeds < 1:
             raise ConfigError(f"seeds={self.seeds!r} must be a positive integer")
+        if self.data_seeds is not None and (not isinstance(self.data_seeds, int) or self.data_seeds < 1):
+            raise ConfigError(f"data_seeds={self.data_seeds!r} must be a positive integer, or null")
         for name, values in self.axes.items():
             if not isinstance(values, (list, tuple)) or not values:
                 raise ConfigError(f"axis {name!r} needs a non-empty list of values, got {values!r}")
@@ -79,19 +86,22 @@ def expand(grid: Grid, sweep_dir: str | Path) -> list[RunSpec]:
             )
             train = {**grid.train, **{k: v for k, v in point.items() if k not in task_fields}}
             folder = sweep_dir.joinpath(preset, *(f"{k}={v}" for k, v in point.items()))
-            for index in range(grid.seeds):
+            for data, index in _seed_pairs(grid):
                 seeds = {
                     "seed": derive_seed(grid.sweep_seed, index, base.model),
-                    "data_seed": derive_seed(grid.sweep_seed, index, "data"),
+                    "data_seed": derive_seed(grid.sweep_seed, index if data is None else data, "data"),
                 }
-                specs.append(
-                    base.spec(
-                        seed_folder(folder, index),
-                        {**train, **seeds},
-                        {"preset": preset, **point, "seed": index},
-                    )
-                )
+                where = folder if data is None else folder / f"data_{data}"
+                tags = {"preset": preset, **point, **({} if data is None else {"data": data}), "seed": index}
+                specs.append(base.spec(seed_folder(where, index), {**train, **seeds}, tags))
     return specs
+
+
+def _seed_pairs(grid: Grid) -> list[tuple[int | None, int]]:
+    """(data index, model seed index) of each run of a configuration: paired, or crossed."""
+    if grid.data_seeds is None:
+        return [(None, index) for index in range(grid.seeds)]
+    return [(data, index) for data in range(grid.data_seeds) for index in range(grid.seeds)]
 
 
 # The cadence of study A's confirmation grids (the map, the headline and the stages after it).
@@ -159,6 +169,18 @@ GRIDS: dict[str, Grid] = {
         axes={"vocab": [16, 24, 32, 48], "r": [0.9, 0.5]},
         seeds=5,
         sweep_seed=300,
+    ),
+    # Stage (a) after the headline: is it the training set or the initialisation? 4 data seeds
+    # x 3 model seeds crossed, two layers at r = 0.9 (sweep seed 500); vocab is V* (set with
+    # --set vocab=V until the map has chosen it).
+    "study-a-crossed": Grid(
+        presets=("mpsp-2l2h",),
+        task={"shortcut": "first", "vocab": 32},
+        train={**_CONFIRMATION_TRAIN, "epochs": 1500},
+        axes={"r": [0.9]},
+        seeds=3,
+        data_seeds=4,
+        sweep_seed=500,
     ),
     # Study C's noise sweep: the same initialisation for every xi of a seed.
     "study-c": Grid(presets=("quadratic-mlp",), axes={"xi": [0.0, 0.1, 0.2, 0.3, 0.35, 0.4, 0.5]}, seeds=5),

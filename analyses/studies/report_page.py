@@ -43,7 +43,13 @@ from analyses.studies.report import (
     runs_frame,
 )
 from analyses.studies.report_sweeps import sweep_rows
-from analyses.studies.study_a_stats import axis_rate_figure, axis_rates, contrast_tests, outcome_table
+from analyses.studies.study_a_stats import (
+    axis_rate_figure,
+    axis_rates,
+    contrast_tests,
+    crossed_shares,
+    outcome_table,
+)
 from analyses.studies.survival import time_to_milestone_figure
 from interp.store.atomic import atomic_write_text
 from interp.store.run_folder import read_metrics
@@ -213,6 +219,15 @@ def _study_a_html(runs: list[RunState], out: Path) -> list[str]:
             "Newcombe's 95% interval for the difference of the rates.</p>",
             _table([_test_cells(row) for row in tests], []),
         ]
+    crossed = crossed_shares(runs)
+    if len(crossed):
+        parts += [
+            "<h2>Data or initialisation?</h2>",
+            "<p>In a crossed design (every training set with every initialisation), the share of the "
+            "variation of reaching the rule that each factor explains (two-way, without interaction; "
+            "the rest needs both together).</p>",
+            _table([{k: _share(v) for k, v in row.items()} for row in crossed.to_dict("records")], ["sweep"]),
+        ]
     vocab = axis_rates(runs, "vocab")
     if len(vocab) and vocab.groupby("line")["vocab"].nunique().max() > 1:
         parts += [
@@ -220,6 +235,12 @@ def _study_a_html(runs: list[RunState], out: Path) -> list[str]:
             figure_div("map", axis_rate_figure(runs), eager=True),
         ]
     return parts
+
+
+def _share(value: Any) -> str:
+    if isinstance(value, float):
+        return percent(value)
+    return "-" if value is None else str(value)
 
 
 def _test_cells(row: dict[str, Any]) -> dict[str, str]:

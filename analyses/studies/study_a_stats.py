@@ -229,3 +229,51 @@ def axis_rate_figure(runs: list[RunState], axis: str = "vocab", milestone: str =
         legend={"title": {"text": "configuration"}},
     )
     return fig
+
+
+def crossed_shares(runs: list[RunState], milestone: str = "rule") -> pd.DataFrame:
+    """In a crossed design (tags ``data`` and ``seed``): how much of the milestone's variation each factor explains.
+
+    For the 0/1 indicator "reached `milestone`" over the finished runs of one configuration, the
+    sums of squares of a two-way layout without interaction: between data seeds
+    (``n_model * sum_d (mean_d - mean)^2``), between model seeds (likewise), as shares of the
+    total; the rest is what neither factor explains alone (their interaction: a training set
+    and an initialisation that succeed only together). Exact shares need a complete design; a
+    configuration missing any run gets None.
+
+    Returns:
+        One row per configuration with the counts, the grand rate and the two shares.
+    """
+    cells: dict[tuple, list[RunState]] = defaultdict(list)
+    for run in runs:
+        if "data" in run.spec.tags:
+            cells[(run.sweep, *((k, v) for k, v in run.config.items() if k != "data"))].append(run)
+    rows = []
+    for (sweep, *coords), group in cells.items():
+        finished = [r for r in group if r.status == FINISHED]
+        if not finished:
+            continue
+        y = {(r.spec.tags["data"], r.spec.tags["seed"]): float(_reached([r], milestone)) for r in finished}
+        datas, seeds = sorted({d for d, _ in y}), sorted({s for _, s in y})
+        complete = len(y) == len(datas) * len(seeds) == len(group)
+        mean = sum(y.values()) / len(y)
+        total = sum((v - mean) ** 2 for v in y.values())
+        share_data = share_model = None
+        if complete and total > 0:
+            by_data = [sum(y[d, s] for s in seeds) / len(seeds) for d in datas]
+            by_seed = [sum(y[d, s] for d in datas) / len(datas) for s in seeds]
+            share_data = len(seeds) * sum((m - mean) ** 2 for m in by_data) / total
+            share_model = len(datas) * sum((m - mean) ** 2 for m in by_seed) / total
+        rows.append(
+            {
+                "sweep": sweep,
+                "configuration": config_label(dict(coords)),
+                "data seeds": len(datas),
+                "model seeds": len(seeds),
+                "runs": len(y),
+                "rate": mean,
+                "share: data": share_data,
+                "share: initialisation": share_model,
+            }
+        )
+    return pd.DataFrame(rows)

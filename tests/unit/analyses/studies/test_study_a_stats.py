@@ -149,3 +149,27 @@ def test_time_to_milestone_censors_unfinished_runs_kaplan_meier():
     shown = [t for t in fig.data if t.visible is not False and t.showlegend is not False]
     assert len(shown) == 1 and list(shown[0].y) == pytest.approx([0, 25, 25, 62.5, 62.5])
     assert "Time to rule" in fig.layout.title.text
+
+
+def test_crossed_shares_split_the_variation_between_data_and_initialisation():
+    """4 training sets x 3 initialisations: the rule on training sets 0 and 1 whatever the
+    initialisation (all the variation is the data's); then on initialisation 0 only (all of it
+    the initialisation's); then one lucky pair (an interaction neither explains alone).
+    """
+    from analyses.studies.study_a_stats import crossed_shares
+
+    def runs(found):
+        return [state(seed=m, data=d, rule=100 if found(d, m) else None) for d in range(4) for m in range(3)]
+
+    row = crossed_shares(runs(lambda d, m: d < 2)).iloc[0]
+    assert (row["share: data"], row["share: initialisation"], row["rate"]) == pytest.approx((1.0, 0.0, 0.5))
+    row = crossed_shares(runs(lambda d, m: m == 0)).iloc[0]
+    assert (row["share: data"], row["share: initialisation"]) == pytest.approx((0.0, 1.0))
+    row = crossed_shares(runs(lambda d, m: (d, m) == (2, 1))).iloc[0]
+    # y = 1 in one cell of 12: total SS = 11/12; data: 3 * (3 * (0 - 1/12)^2 + (1/3 - 1/12)^2) = 1/4.
+    assert row["share: data"] == pytest.approx((1 / 4) / (11 / 12))
+    assert row["share: initialisation"] == pytest.approx(
+        (4 * (2 * (1 / 12) ** 2 + (1 / 4 - 1 / 12) ** 2)) / (11 / 12)
+    )
+    incomplete = crossed_shares(runs(lambda d, m: d < 2)[:-1])
+    assert incomplete.iloc[0]["share: data"] is None

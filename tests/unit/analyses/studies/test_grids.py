@@ -1,0 +1,42 @@
+"""Sweep grids: paired seeds by default, a crossed design on request, and the confirmation grids' seeds."""
+
+from __future__ import annotations
+
+import pytest
+
+from analyses.studies.grids import GRIDS, Grid, expand
+from interp.errors import ConfigError
+
+
+def test_a_crossed_design_gives_every_training_set_every_initialisation(tmp_path):
+    grid = Grid(presets=("mpsp-2l2h",), task={"vocab": 8}, axes={"r": [0.9]}, seeds=3, data_seeds=4)
+    specs = expand(grid, tmp_path)
+    assert len(specs) == 12
+    assert specs[4].out == tmp_path / "mpsp-2l2h" / "r=0.9" / "data_1" / "seed_1"
+    assert specs[4].tags == {"preset": "mpsp-2l2h", "r": 0.9, "data": 1, "seed": 1}
+    by = {(s.tags["data"], s.tags["seed"]): s.train for s in specs}
+    assert len({t["data_seed"] for t in by.values()}) == 4 and len({t["seed"] for t in by.values()}) == 3
+    assert all(by[d, m]["seed"] == by[0, m]["seed"] for d, m in by)  # one initialisation per model seed
+    assert all(
+        by[d, m]["data_seed"] == by[d, 0]["data_seed"] for d, m in by
+    )  # one training set per data seed
+    with pytest.raises(ConfigError, match="data_seeds=0"):
+        Grid(presets=("mpsp-2l2h",), data_seeds=0)
+
+
+def test_paired_seeds_are_unchanged_by_the_crossed_option(tmp_path):
+    """The map's runs were derived before crossed designs existed: their seeds must not move."""
+    spec = expand(GRIDS["study-a-map"], tmp_path)[0]
+    assert spec.out == tmp_path / "mpsp-2l2h" / "vocab=16" / "r=0.9" / "seed_0"
+    from interp.sweep.specs import derive_seed
+
+    assert spec.train["data_seed"] == derive_seed(300, 0, "data")
+    assert spec.train["seed"] == derive_seed(300, 0, spec.model)
+
+
+def test_confirmation_grids_use_sweep_seeds_no_other_study_a_grid_uses():
+    confirmation = {"study-a-map": 300, "study-a-crossed": 500}
+    for name, seed in confirmation.items():
+        assert GRIDS[name].sweep_seed == seed
+    others = {g.sweep_seed for n, g in GRIDS.items() if n not in confirmation and "mpsp-2l2h" in g.presets}
+    assert others.isdisjoint(confirmation.values())
