@@ -238,9 +238,9 @@ def _study_a_html(runs: list[RunState], out: Path) -> list[str]:
 
 
 def _share(value: Any) -> str:
-    if isinstance(value, float):
-        return percent(value)
-    return "-" if value is None else str(value)
+    if value is None or value != value:  # None, or NaN where pandas filled a missing share
+        return "-"
+    return percent(value) if isinstance(value, float) else str(value)
 
 
 def _test_cells(row: dict[str, Any]) -> dict[str, str]:
