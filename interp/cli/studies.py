@@ -151,7 +151,7 @@ def study_b_measure(
 
     torch.set_num_threads(threads)
     if not table_only:
-        from models.fast_forward import keep_freed_memory
+        from interp.training.memory import keep_freed_memory
 
         keep_freed_memory()  # long full-batch loops reuse the same buffers (benchmarks/wlmd_step.py)
         measured.measure(out, seed_list, settings)

@@ -76,20 +76,17 @@ def make_executor(
 def run_grid(grid: Any, out: Path, executor: Any, *, progress: bool) -> tuple[int, list[str]]:
     """Write the sweep file, train every unfinished run, and return (finished, failures).
 
-    Runs too large for memory are refused before any trains (`check_spec_memory`). Runs train
+    Runs too large for memory are refused before any trains (`check_specs_memory`). Runs train
     seed-major (every configuration's seed 0, then every seed 1, ...).
     """
     from analyses.studies.grids import expand
-    from analyses.studies.recipes import check_spec_memory, train_spec
-    from interp.config import from_dict, to_dict
+    from analyses.training import check_specs_memory, train_spec
+    from interp.config import to_dict
     from interp.errors import divergence_line
     from interp.sweep.specs import run_sweep, write_sweep
-    from interp.training.config import TrainConfig
-    from tasks import task_from_dict
 
     specs = expand(grid, out)
-    for spec in specs:
-        check_spec_memory(spec, task_from_dict(spec.task), from_dict(TrainConfig, spec.train))
+    check_specs_memory(specs)
     write_sweep(out, specs, {"grid": to_dict(grid)})
     # Seed-major order: every configuration gets its first seeds first, so a sweep stopped
     # half-way already has rates for every cell (sorted() is stable: grid order within a seed).
