@@ -103,7 +103,7 @@ _CONFIRMATION_TRAIN: dict[str, Any] = {
 }
 
 GRIDS: dict[str, Grid] = {
-    # `interp demo`: study A's contrast in miniature, sized for ~10 minutes on 2 CPU cores.
+    # `interp study-a demo`: study A's contrast in miniature, sized for ~10 minutes on 2 CPU cores.
     "demo": Grid(
         presets=("mpsp-1l1h", "mpsp-2l2h"),
         task={"vocab": 16, "n_train": 2048, "n_val": 512, "n_adv": 512},

@@ -1,4 +1,7 @@
-"""`interp sweep`, `interp report` and `interp demo`: grids of runs and their reports (composition root)."""
+"""`interp sweep` and `interp report`: grids of runs and their reports (composition root).
+
+`interp study-a demo` (`interp.cli.studies`) is a sweep and a report on built-in defaults.
+"""
 
 from __future__ import annotations
 
@@ -215,25 +218,3 @@ def report(folder: str, out: str | None, evolution: bool, no_progress: bool) -> 
         Path(folder), evolution=evolution, progress=not no_progress, out=Path(out) if out else None
     )
     click.echo(f"report: {path}")
-
-
-@click.command()
-@click.option(
-    "--out", type=click.Path(file_okay=False), default="runs/demo", show_default=True, help="Sweep folder."
-)
-@click.option("--no-progress", is_flag=True, help="Hide progress bars.")
-def demo(out: str, no_progress: bool) -> None:
-    """The main job on built-in defaults: a small study-A sweep (1 vs 2 layers, r = 0.5 vs 0.9),
-    its circuit evolution, and an HTML report. About 10 minutes on 2 CPU cores.
-    """
-    import time
-
-    start = time.perf_counter()
-    out_dir = Path(out)
-    grid = load_grid("demo", seeds=None, epochs=None, axes=[])
-    executor = make_executor("local", jobs=None, threads=None, folder=out_dir, partition=None, timeout_min=0)
-    finished, failures = run_grid(grid, out_dir, executor, progress=not no_progress)
-    if failures:
-        raise RuntimeError("demo runs failed:\n" + "\n".join(failures))
-    path = write_sweep_report(out_dir, evolution=True, progress=not no_progress)
-    click.echo(f"{finished} runs in {out_dir}; report: {path}  ({time.perf_counter() - start:.0f} s)")
