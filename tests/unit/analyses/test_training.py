@@ -19,7 +19,9 @@ def _total(spec, seeds: int) -> int:
     """The estimate from a model actually built (not on the meta device), for `seeds` at once."""
     n_params = sum(p.numel() for p in build_model(spec.model, seed=0).parameters())
     task = task_from_dict(spec.task)
-    parts = memory.estimate_bytes(task, config_from_dict(spec.model), n_params, spec.train["batch_size"], seeds)
+    parts = memory.estimate_bytes(
+        task, config_from_dict(spec.model), n_params, spec.train["batch_size"], seeds
+    )
     return sum(parts.values())
 
 
