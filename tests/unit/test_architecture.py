@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -225,3 +226,58 @@ def test_interp_is_a_few_modules_and_concept_subpackages_each_with_a_docstring()
         (ROOT / "analyses").glob("*/__init__.py")
     ):
         assert ast.get_docstring(ast.parse(init.read_text())), f"{init.relative_to(ROOT)} has no docstring"
+
+
+# Dissection modules that only serve others (no analysis presents them on their own).
+DISSECT_HELPERS = {"interventions", "hooks", "patch_stats", "rank_stats"}
+
+
+def _wrapped_in_docstring(path: Path) -> set[str]:
+    """The `interp.dissect` modules a module docstring's "Wraps ..." paragraph names."""
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    match = re.search(r"^Wraps (.*?) \(", doc, re.MULTILINE | re.DOTALL)
+    return set(re.findall(r"`interp\.dissect\.(\w+)`", match.group(1))) if match else set()
+
+
+def _dissect_imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.startswith("interp.dissect."):
+                found.add(node.module.split(".")[2])
+            elif node.module == "interp.dissect":
+                found |= {alias.name for alias in node.names}
+    return found
+
+
+def _architecture_table() -> tuple[dict[str, set[str]], set[str]]:
+    """docs/architecture.md's table: analysis -> the dissection modules it wraps, and every module."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    section = text.split("## Dissection modules and the analyses that wrap them", 1)[1].split("\n## ", 1)[0]
+    wraps: dict[str, set[str]] = {}
+    modules = set()
+    for line in section.splitlines():
+        cells = line.split("|")
+        if len(cells) < 5 or not cells[1].strip().startswith("`"):
+            continue
+        named = set(re.findall(r"`(\w+)`", cells[1]))
+        modules |= named
+        for analysis in re.findall(r"`([\w-]+)`", cells[3]):
+            wraps.setdefault(analysis, set()).update(named)
+    return wraps, modules
+
+
+def test_every_analysis_names_the_dissection_modules_it_wraps_in_its_docstring_and_the_table():
+    from analyses.registry import REGISTRY
+
+    table, listed = _architecture_table()
+    assert set(table) == set(REGISTRY), "docs/architecture.md's table lists every analysis, no other"
+    dissect = {p.stem for p in (ROOT / "interp" / "dissect").glob("*.py") if p.stem != "__init__"}
+    assert listed == dissect, f"the table misses or invents dissection modules: {listed ^ dissect}"
+    for name, (module, _) in REGISTRY.items():
+        path = ROOT / (module.replace(".", "/") + ".py")
+        wraps, imports = _wrapped_in_docstring(path), _dissect_imports(path)
+        assert wraps, f"{module}'s docstring has no 'Wraps `interp.dissect.X`' paragraph"
+        assert wraps <= imports, f"{module} names {sorted(wraps - imports)} but does not import them"
+        assert imports - DISSECT_HELPERS <= wraps, f"{module} wraps {sorted(imports - wraps)} unnamed"
+        assert table[name] == wraps, f"{name}: docs/architecture.md says {table[name]}, the docstring {wraps}"
