@@ -168,22 +168,23 @@ def test_every_dotted_name_is_defined_in_the_module_it_names():
     assert not rotten, "\n".join(f"{k}  ({', '.join(v)})" for k, v in sorted(rotten.items()))
 
 
-# `interp ...` command lines in the docs' code blocks (after a prompt or a venv path).
+# `interp ...` command lines in the docs' shell code blocks (after a prompt or a venv path).
 FENCE = re.compile(r"^(```|~~~)")
+SHELL = {"bash", "sh", "shell", "console"}
 COMMAND = re.compile(r"^\s*(?:\$\s*)?(?:[\w.]*/)?(?:bin/)?interp\s+(?=[a-z-])")
 
 
 def _command_lines() -> list[tuple[str, str]]:
-    """(where, the command after `interp`) for every `interp` line in a code block."""
+    """(where, the command after `interp`) for every `interp` line in a shell code block."""
     found = []
     for path in _markdown_files():
-        lines, inside = path.read_text().splitlines(), False
+        lines, fence = path.read_text().splitlines(), None  # the info string of the open block
         i = 0
         while i < len(lines):
             line = lines[i]
             if FENCE.match(line.strip()):
-                inside = not inside
-            elif inside and COMMAND.match(line):
+                fence = None if fence is not None else line.strip()[3:].strip()
+            elif fence in SHELL and COMMAND.match(line):  # diagrams and Python are not command lines
                 start = i
                 text = line
                 while text.rstrip().endswith("\\") and i + 1 < len(lines):
