@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml Makefile
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/interp demo
+	$(BIN)/interp study-a demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 -m "not slow" $(PYTEST_ARGS)

@@ -6,6 +6,9 @@ component ablated; the result is its accuracy and loss and their change from the
 model. Mean ablation uses the mean over the evaluated split itself, per position. Comparing
 splits is the point: a shortcut head matters on `val` (shortcut-consistent) and hurts or does
 nothing on `adv` (shortcut-opposing), a rule head matters on both.
+
+Wraps `interp.dissect.ablation` (the table in docs/architecture.md pairs every dissection module
+with the analyses that wrap it).
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ costs. With ``compare``, activation patching runs on the same pairs too, and the
 both and their Pearson correlation per site (over the site's patches): how far the linear
 estimate can be trusted on this checkpoint. Uncertainty as in ``patch``: per-pair estimates,
 bootstrap intervals and (``permutations > 0``) a permutation test over re-pairings.
+
+Wraps `interp.dissect.attribution` and `interp.dissect.patching` (the table in docs/architecture.md
+pairs every dissection module with the analyses that wrap it).
 """
 
 from __future__ import annotations

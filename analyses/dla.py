@@ -9,6 +9,9 @@ standard error) over every split and every group of each split (study A: ``val``
 ``consistent`` vs ``opposing``), so a head that writes the shortcut's answer directly shows up
 as positive on shortcut-consistent and negative on shortcut-opposing examples. Over a run's
 checkpoints: ``interp evolve --analysis dla``.
+
+Wraps `interp.dissect.logit_attribution` (the table in docs/architecture.md pairs every dissection
+module with the analyses that wrap it).
 """
 
 from __future__ import annotations

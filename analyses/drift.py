@@ -4,6 +4,9 @@ Study B compares each model before and after noise injection: the WLMD model's p
 move *more* (lower cosine) yet it keeps the task. Tensors are matched by name; when the
 vocabulary was extended (`models.vocab`), `W_E` / `W_U` / `b_U` are compared on their original
 rows / columns only (`interp.dissect.weights.parameter_cosine`).
+
+Wraps `interp.dissect.weights` (the table in docs/architecture.md pairs every dissection module with
+the analyses that wrap it).
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ N_BOOT_HELP = "Bootstrap resamples of the pairs for the confidence intervals."
 CI_HELP = "Confidence level of the bootstrap intervals."
 PERMUTATIONS_HELP = "Re-pairings for the permutation test (the patch is re-run on each; 0: no p-values)."
 MIN_RECOVERY_GAP = 0.1
-"""Smallest |LD_source - LD_target| (in logits) for which a recovery is defined. The recovery
+"""Smallest ``|LD_source - LD_target|`` (in logits) for which a recovery is defined. The recovery
 divides by this gap: on a model that barely tells the two inputs apart (a shortcut-only model
 gives about 0.003) it turns noise into values like 6.8 or -2.7, so below the threshold the table
 shows no recovery (NaN, ``recovery_defined`` False) and the figure says it is undefined."""

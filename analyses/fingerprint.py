@@ -6,6 +6,9 @@ A shows a shortcut circuit (high QK rho for the max shortcut, or attention on po
 the first shortcut); phase 2, in generalising 2-layer runs, a head with high OV parity rho.
 Definitions, and the direct-path approximation used for layers after the first, are in
 `interp.dissect.heads`.
+
+Wraps `interp.dissect.heads` (the table in docs/architecture.md pairs every dissection module with
+the analyses that wrap it).
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ the readout position (transformers, layer `layer`) or the squared hidden layer (
 Over a run's checkpoints: ``interp evolve --analysis fourier`` (give ``--param
 frequencies=...`` to hold the key frequencies fixed across checkpoints, as Nanda et al. do).
 The helpers here (`modulus`, `grid_tokens`, `embedding_power`, `choose_keys`) serve ``progress`` too.
+
+Wraps `interp.dissect.progress_measures` (the table in docs/architecture.md pairs every dissection
+module with the analyses that wrap it).
 """
 
 from __future__ import annotations

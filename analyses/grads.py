@@ -6,6 +6,9 @@ each attention layer, each MLP, unembedding), their cosine, norms, amplification
 gradient. At any stationary point the cosine is -1 and ``|g_b| / |g_a| = n_a / n_b`` (``r / (1 -
 r)``) whatever the circuits do, so only departures from that identity carry information; see
 `interp.dissect.group_gradients` and docs/study_a.md ("Cautions we measured": the gradient ratio has a trivial part).
+
+Wraps `interp.dissect.group_gradients` (the table in docs/architecture.md pairs every dissection
+module with the analyses that wrap it).
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ adding power per frequency; `IPR = sum_f (a_f / ||a||_2)^4` (`interp.dissect.fou
 a periodic, generalising neuron; low IPR (-> 1/48 for p = 97): a memorising one. Over training
 (`interp evolve --run RUN --analysis ipr`) the distribution moves from low to high as the
 network generalises. Supports only models with `W_E_left`, `W_E_right` and `W_U`.
+
+Wraps `interp.dissect.fourier` (the table in docs/architecture.md pairs every dissection module with
+the analyses that wrap it).
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ uncertainty (`interp.dissect.patch_stats`, through `analyses.effects`): the per-
 logit differences are kept, a bootstrap over pairs gives intervals for the logit difference
 and the recovery, and with ``permutations > 0`` a permutation test re-runs the patch on
 randomly re-paired examples.
+
+Wraps `interp.dissect.patching` (the table in docs/architecture.md pairs every dissection module
+with the analyses that wrap it).
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ of the model's graph (`interp.dissect.path_patching`): the sender head's output 
 value as seen by the receiver only, every other head and MLP keeping its target-run output.
 Uncertainty as in ``patch``: per-pair values, bootstrap intervals and (``permutations > 0``) a
 permutation test over re-pairings.
+
+Wraps `interp.dissect.path_patching` (the table in docs/architecture.md pairs every dissection
+module with the analyses that wrap it).
 """
 
 from __future__ import annotations

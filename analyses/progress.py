@@ -7,6 +7,9 @@ split (labels as stored: study C's corrupted training labels stay corrupted), wi
 run was trained with. Over a run's checkpoints (``interp evolve --analysis progress --param
 frequencies=...``) the restricted loss falls as the generalising circuit forms and the excluded
 loss rises once the model relies on it, before the test loss moves (Nanda et al.).
+
+Wraps `interp.dissect.progress_measures` (the table in docs/architecture.md pairs every dissection
+module with the analyses that wrap it).
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ same examples against their *true* labels (does the rule show through once memor
 pruned?), and test accuracy. The parent work's claim: pruning low-IPR neurons raises clean
 (and true-label) accuracy while corrupted-label accuracy falls. With every neuron removed the
 logits are all zero and argmax predicts class 0 (see `interp.dissect.pruning`).
+
+Wraps `interp.dissect.pruning` and `interp.dissect.fourier` (the table in docs/architecture.md pairs
+every dissection module with the analyses that wrap it).
 """
 
 from __future__ import annotations

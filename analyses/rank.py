@@ -4,6 +4,9 @@ One row per matrix: `W_Q`, `W_K`, `W_V`, `W_O` per head and concatenated over he
 `W_QK` and `W_OV` per head (FactoredMatrix singular values), `W_in`, `W_out`, `W_E`, `W_U`.
 Study B: the WLMD equilibrium model has clearly higher effective ranks than the AdamW one,
 before and after noise injection; both lose rank after. Definition: `interp.dissect.weights`.
+
+Wraps `interp.dissect.weights` (the table in docs/architecture.md pairs every dissection module with
+the analyses that wrap it).
 """
 
 from __future__ import annotations

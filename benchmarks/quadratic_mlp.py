@@ -44,8 +44,8 @@ from interp.splits import split_digests  # noqa: E402
 from interp.store.session import open_run  # noqa: E402
 from interp.training import TrainConfig  # noqa: E402
 from interp.training.loop import TrainLoop, run_config  # noqa: E402
+from interp.training.memory import keep_freed_memory  # noqa: E402
 from models import build_model, preset_config  # noqa: E402
-from models.fast_forward import keep_freed_memory  # noqa: E402
 from tasks import ModAddTask  # noqa: E402
 
 TARGET_MS = 20.0  # issue 13: a study-C step, evaluation included, on one thread

@@ -14,7 +14,7 @@ A step is: forward, cross-entropy at the last position, backward, AdamW(lr 1e-3,
   (d) `fast_readout` under `torch.autocast("cpu", dtype=torch.bfloat16)`;
   (e) with `--compile`: `compiled_fast_readout` (torch.compile), fp32 and bf16.
 
-Every variant runs in one process after `models.fast_forward.keep_freed_memory()` (the same
+Every variant runs in one process after `interp.training.memory.keep_freed_memory()` (the same
 allocator help for TransformerLens as for ours); `--default-malloc` first repeats them with
 glibc's default malloc. Each time is the median of N steps after warm-up steps.
 
@@ -52,8 +52,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from interp.training.memory import keep_freed_memory  # noqa: E402
 from models.config import TransformerConfig  # noqa: E402
-from models.fast_forward import compiled_fast_readout, fast_readout, keep_freed_memory  # noqa: E402
+from models.fast_forward import compiled_fast_readout, fast_readout  # noqa: E402
 from models.presets import preset_config  # noqa: E402
 from models.transformer import Transformer  # noqa: E402
 

@@ -37,11 +37,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from interp.training.memory import keep_freed_memory  # noqa: E402
 from interp.wlmd.grid import GridSpec, Schedule  # noqa: E402
 from interp.wlmd.sampler import ModelCVs, Sampler, WLMDConfig  # noqa: E402
 from models import build_model, preset_config  # noqa: E402
 from models.config import TransformerConfig  # noqa: E402
-from models.fast_forward import keep_freed_memory  # noqa: E402
 from tasks import ModAddTask  # noqa: E402
 
 WALK = 100_000  # steps of the walk the issue asks for

@@ -49,7 +49,7 @@ def model_summary(model: nn.Module) -> str:
 def summarize_task_and_model(
     task: Task, splits: Mapping[str, Split], model: nn.Module, *, preset: str
 ) -> str:
-    """The `interp demo` report: the task's config and splits, then the model."""
+    """The `interp study-a describe` report: the task's config and splits, then the model."""
     config = ", ".join(f"{k}={v}" for k, v in task.to_dict().items())
     return "\n\n".join(
         [

@@ -47,8 +47,6 @@ whether that pays on a given machine.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import warnings
 from collections.abc import Callable
 
@@ -57,7 +55,7 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-__all__ = ["compiled_fast_readout", "fast_readout", "keep_freed_memory"]
+__all__ = ["compiled_fast_readout", "fast_readout"]
 
 
 class _Gather(torch.autograd.Function):
@@ -382,22 +380,3 @@ def compiled_fast_readout(model: nn.Module, **compile_kwargs) -> Callable[[Tenso
     """
     compiled = torch.compile(_fast_readout, **compile_kwargs)
     return lambda tokens: _call(compiled, model, tokens)
-
-
-def keep_freed_memory() -> bool:
-    """Make glibc malloc keep freed memory instead of returning it to the OS (process-wide).
-
-    Training steps allocate and free the same large activation buffers every step. glibc serves
-    blocks over its mmap threshold (at most 32 MiB) with fresh `mmap`s, so every step pays page
-    faults on tens of MB. This sets `M_MMAP_MAX = 0` (no mmap'd blocks) and a huge
-    `M_TRIM_THRESHOLD` (never trim the heap), so buffers are reused: the effect tcmalloc or
-    jemalloc would give, with no dependency. Returns False where glibc's `mallopt` is absent.
-    """
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError, TypeError):
-        return False
-    M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4
-    return bool(mallopt(M_MMAP_MAX, 0)) and bool(mallopt(M_TRIM_THRESHOLD, 2**30))

@@ -113,9 +113,9 @@ _CONFIRMATION_TRAIN: dict[str, Any] = {
 }
 
 GRIDS: dict[str, Grid] = {
-    # `make demo`: one seed per cell of study A's confirmation regime (the positional shortcut,
-    # 32 values, the study's data scale), sized for ~10 minutes on 2 CPU cores; sweep seed 0,
-    # which no confirmation grid uses. Checkpoints every 50 epochs draw its circuit evolution.
+    # `interp study-a demo` (`make demo`): one seed per cell of study A's confirmation regime
+    # (the positional shortcut, 32 values, the study's data scale), sized for ~10 minutes on 2
+    # CPU cores; sweep seed 0, which no confirmation grid uses. Checkpoints every 50 epochs draw its circuit evolution.
     "demo": Grid(
         presets=("mpsp-1l1h", "mpsp-2l2h"),
         task={"shortcut": "first", "vocab": 32},

@@ -7,8 +7,8 @@ optimiser settings, is study knowledge and lives here: `PRESET_TASKS` and `PRESE
 then the caller's options. `interp train` (`plan_runs`) and the sweep grids
 (`analyses.studies.grids.expand`) both build their runs through it.
 
-`train_spec` is module-level and takes only picklable data, so the same function runs in
-this process (`interp train`), in joblib workers and in Slurm jobs (`interp sweep`).
+A spec is plain data; training it (building its task and model, checking memory, calling
+the engine) knows no study and is `analyses.training`'s.
 """
 
 from __future__ import annotations
@@ -127,72 +127,3 @@ def plan_runs(
     if seeds is None:
         return [base.spec(out, {**train_options}, {**tags, "seed": train_options.get("seed", 0)})]
     return [base.spec(seed_folder(out, s), {**train_options, "seed": s}, {**tags, "seed": s}) for s in seeds]
-
-
-def train_spec(spec: RunSpec, *, device: str = "cpu", progress: bool = False) -> dict[str, Any]:
-    """Build the task and model of `spec` and train (or resume, or skip if done) its run.
-
-    Returns:
-        The run summary (as written to `DONE`).
-    """
-    from interp.training import train  # torch: only when training (the CLI reads this module first)
-    from models import build_model
-    from models.fast_forward import keep_freed_memory
-
-    keep_freed_memory()  # the step reuses its large buffers instead of page-faulting them in
-    where = str(spec.out / "config.json")
-    config = from_dict(TrainConfig, spec.train, where=where)
-    task = task_from_dict(spec.task, where=where)
-    check_spec_memory(spec, task, config)
-    model = build_model(spec.model, seed=config.seed)
-    return train(spec.out, model, task, config, device=device, progress=progress)
-
-
-def check_spec_memory(spec: RunSpec, task: Task, config: TrainConfig, seeds: int = 1) -> None:
-    """Refuse `spec` up front if its data and model would not fit in memory (`interp.training.memory`).
-
-    The model is built on torch's meta device to count its parameters: nothing is allocated.
-
-    Raises:
-        ConfigError: With the estimated and the available memory.
-    """
-    import torch
-
-    from interp.training.memory import check_memory
-    from models import build_model
-    from models.config import config_from_dict
-
-    with torch.device("meta"):
-        n_params = sum(p.numel() for p in build_model(spec.model, seed=0).parameters())
-    check_memory(task, config_from_dict(spec.model), n_params, config.batch_size, seeds)
-
-
-def train_specs_vectorized(
-    specs: list[RunSpec], *, device: str = "cpu", progress: bool = False
-) -> list[dict[str, Any]]:
-    """Train seeds of one shape (specs differing only in the seed) as one vectorised model.
-
-    See `interp.training.vectorized.train_vectorized`; returns each run's summary in the order of `specs`.
-
-    Raises:
-        ConfigError: If the specs differ in task, model or anything but the training seed.
-    """
-    from interp.training import train_vectorized
-    from models import build_model
-    from models.fast_forward import keep_freed_memory
-
-    for spec in specs[1:]:  # one task object serves every seed; models and configs are checked there
-        if spec.task != specs[0].task:
-            raise ConfigError(
-                f"vectorised runs must share one task; {spec.out} and {specs[0].out} differ",
-                "train them as separate groups",
-            )
-    keep_freed_memory()
-    where = [str(spec.out / "config.json") for spec in specs]
-    configs = [from_dict(TrainConfig, spec.train, where=w) for spec, w in zip(specs, where)]
-    task = task_from_dict(specs[0].task, where=where[0])
-    check_spec_memory(specs[0], task, configs[0], seeds=len(specs))
-    models = [build_model(spec.model, seed=config.seed) for spec, config in zip(specs, configs)]
-    return train_vectorized(
-        [spec.out for spec in specs], models, task, configs, device=device, progress=progress
-    )

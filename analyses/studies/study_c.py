@@ -445,7 +445,7 @@ def train_seed_major(
     from functools import partial
 
     from analyses.studies.grids import GRIDS, expand
-    from analyses.studies.recipes import train_spec
+    from analyses.training import check_specs_memory, train_spec
     from interp.config import to_dict
     from interp.sweep.executors import LocalExecutor
     from interp.sweep.specs import run_sweep, write_sweep
@@ -454,6 +454,7 @@ def train_seed_major(
     if epochs is not None:
         grid = dataclasses.replace(grid, train={**grid.train, "epochs": epochs})
     specs = expand(grid, Path(sweep_dir))
+    check_specs_memory(specs)
     write_sweep(sweep_dir, specs, {"grid": to_dict(grid)})
     ordered = sorted(specs, key=lambda s: (s.tags["seed"], specs.index(s)))
     outcomes = run_sweep(ordered, partial(train_spec), LocalExecutor(jobs=1, threads=threads), progress=False)

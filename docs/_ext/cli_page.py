@@ -64,8 +64,20 @@ def section(name: str, command: click.Command, ctx: click.Context) -> str:
     return f"## `{name}`\n\n{text}\n\n{table}\n"
 
 
+def moved() -> str:
+    """The section on moved spellings (`interp.cli.group.MOVED`): they still run, for one release."""
+    from interp.cli.group import MOVED
+
+    rows = [f"| `interp {old}` | `interp {new}` |" for old, new in MOVED.items()]
+    rows.append("| `interp evolve --run RUN` (no `--analysis`) | `interp study-a evolution --run RUN` |")
+    return (
+        "## Moved commands\n\nThese old spellings still run, after one line saying where the command "
+        "went; they go in the next release.\n\n| old | now |\n|---|---|\n" + "\n".join(rows) + "\n"
+    )
+
+
 def page() -> str:
-    """The whole page: the introduction, then every command except the generated analyses."""
+    """The whole page: the introduction, every command except the generated analyses, the moves."""
     from analyses.registry import REGISTRY
     from interp.cli import cli
 
@@ -74,6 +86,7 @@ def page() -> str:
     for name, command in commands(cli, ctx):
         if name.split()[1] not in REGISTRY:
             parts.append(section(name, command, ctx))
+    parts.append(moved())
     return "\n".join(parts)
 
 

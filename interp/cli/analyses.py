@@ -1,5 +1,6 @@
 """The analysis commands: one per registered analysis (`interp patch`, `interp grads`, ...),
-generated from its `Params` dataclass when invoked, plus `interp evolve` and `interp describe`.
+generated from its `Params` dataclass when invoked, plus `interp evolve` (any of them over
+every checkpoint of a run). Study A's commands are in `interp.cli.studies`.
 """
 
 from __future__ import annotations
@@ -89,7 +90,10 @@ def default_out(checkpoint: str | None, name: str) -> Path:
 @click.command()
 @click.option("--run", "run_dir", type=click.Path(file_okay=False), required=True, help="A run folder.")
 @click.option(
-    "--analysis", default=None, help="A registered analysis to evolve [default: study A's circuit figure]."
+    "--analysis",
+    default=None,
+    help="A registered analysis to evolve (without it, the old spelling of `interp study-a evolution`, "
+    "until the next release).",
 )
 @click.option(
     "--param",
@@ -104,13 +108,35 @@ def default_out(checkpoint: str | None, name: str) -> Path:
     help="Output folder, and its cache/ of per-step results [default: RUN/evolution, cache RUN/analyses].",
 )
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
+@click.pass_context
 def evolve(
-    run_dir: str, analysis: str | None, params: tuple[str, ...], out: str | None, no_progress: bool
+    ctx: click.Context,
+    run_dir: str,
+    analysis: str | None,
+    params: tuple[str, ...],
+    out: str | None,
+    no_progress: bool,
 ) -> None:
-    """Run an analysis over every checkpoint of a run (cached per step), or draw study A's
-    circuit-evolution figure and checkpoint explorer.
+    """Run a registered analysis over every checkpoint of a run (results cached per step), and
+    write its table (one row per step and measure) as OUT/ANALYSIS.csv.
+
+    \b
+    Examples:
+      interp evolve --run runs/x --analysis grads --param split=train
+      interp evolve --run runs/b --analysis progress --param frequencies=14,35,41
     """
-    if analysis is not None and analysis not in REGISTRY:  # the message get_analysis gives, before torch
+    if analysis is None:
+        if params:
+            raise ConfigError(
+                "--param sets a parameter of --analysis, and none was given", "give --analysis NAME"
+            )
+        from interp.cli.group import moved_note
+        from interp.cli.studies import study_a_evolution
+
+        moved_note("evolve --run RUN", "study-a evolution --run RUN")
+        ctx.invoke(study_a_evolution, run_dir=run_dir, out=out, no_progress=no_progress)
+        return
+    if analysis not in REGISTRY:  # the message get_analysis gives, before torch
         raise ConfigError(f"unknown analysis {analysis!r}", did_you_mean(analysis, REGISTRY))
     given = {
         name.strip().replace("-", "_"): text.strip() for name, _, text in (p.partition("=") for p in params)
@@ -124,17 +150,6 @@ def evolve(
     if out is None and not writable(folder):
         raise ConfigError(f"{run_dir} cannot be written (read-only)", "give --out FOLDER")
     folder.mkdir(parents=True, exist_ok=True)
-    if analysis is None:
-        from analyses.studies.plots import write_figure
-        from analyses.studies.study_a import attention_explorer, circuit_evolution_figure
-
-        write_figure(
-            circuit_evolution_figure(run_dir, progress=not no_progress, cache=cache),
-            folder / "circuit_evolution.html",
-        )
-        write_figure(attention_explorer(run_dir, cache=cache), folder / "explorer.html")
-        click.echo(f"wrote {folder / 'circuit_evolution.html'} and {folder / 'explorer.html'}")
-        return
     entry = get_analysis(analysis)
     evolution = evolve_run(
         run_dir, entry, params_from_strings(entry, params), progress=not no_progress, cache=cache
@@ -142,34 +157,6 @@ def evolve(
     frame = evolution.to_frame()
     frame.to_csv(folder / f"{analysis}.csv", index=False)
     click.echo(f"{analysis} over {len(evolution.steps)} checkpoints -> {folder / f'{analysis}.csv'}")
-
-
-@click.command()
-@click.option("--label", default="sum-mod2", show_default=True, help="True rule: sum-mod2 or sum-mod3.")
-@click.option("--shortcut", default="max", show_default=True, help="Spurious feature: max or first.")
-@click.option(
-    "--r",
-    "r",
-    default=0.9,
-    show_default=True,
-    type=float,
-    help="Spurious ratio of the train split, in [0, 1].",
-)
-@click.option("--preset", default="mpsp-2l2h", show_default=True, help="Model preset.")
-@click.option("--data-seed", default=0, show_default=True, type=int, help="Seed of the data splits.")
-def describe(label: str, shortcut: str, r: float, preset: str, data_seed: int) -> None:
-    """Build a study-A dataset and model and print a summary of both (sizes, ratios, hooks)."""
-    from models.presets import PRESETS
-    from tasks import MPSPTask
-
-    task = MPSPTask(label=label, shortcut=shortcut, r=r)  # bad values fail here, before torch
-    if preset not in PRESETS:
-        raise ConfigError(f"unknown preset {preset!r}", did_you_mean(preset, PRESETS))
-    from interp.text import summarize_task_and_model
-    from models import build_model, preset_config
-
-    model = build_model(preset_config(preset, task))
-    click.echo(summarize_task_and_model(task, task.splits(data_seed), model, preset=preset))
 
 
 def params_from_strings(analysis: Any, items: tuple[str, ...] | list[str]) -> Any:

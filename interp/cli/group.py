@@ -4,7 +4,8 @@
 analyses (from the registry's summaries) without importing any of them, so it starts in a
 fraction of a second with no torch, numpy or TransformerLens import. Running a command imports
 its module (its options are generated from the config dataclasses there); an analysis command
-is built from its `Params` (`interp.cli.analyses.analysis_command`).
+is built from its `Params` (`interp.cli.analyses.analysis_command`). Commands that moved
+(`MOVED`) still run under their old names for one release, saying where they went.
 """
 
 from __future__ import annotations
@@ -26,12 +27,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "interp.cli.sweep",
         "Write a report of sweeps or results: rates with Wilson intervals, every run.",
     ),
-    "demo": ("interp.cli.sweep", "The main job on built-in defaults: a small study-A sweep and its report."),
     "evolve": (
         "interp.cli.analyses",
-        "Run an analysis over every checkpoint of a run, or draw study A's circuit evolution.",
+        "Run a registered analysis over every checkpoint of a run (cached per step).",
     ),
-    "describe": ("interp.cli.analyses", "Build a study-A dataset and model and print a summary of both."),
+    "study-a": (
+        "interp.cli.studies",
+        "Study A (the positional shortcut): circuit evolution, its dataset and model, the demo.",
+    ),
     "inject": (
         "interp.cli.studies",
         "Study B: extend a model's vocabulary, fine-tune on train + noise, track forgetting.",
@@ -52,18 +55,27 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 """Built-in command name -> (its module, the one-line summary `interp --help` shows)."""
 
+MOVED: dict[str, str] = {"demo": "study-a demo", "describe": "study-a describe"}
+"""Old spellings kept for one release: old command -> where it moved (it prints so, then runs).
+
+`interp evolve` without ``--analysis`` (study A's figure, now `interp study-a evolution`) is
+the third; `interp.cli.analyses.evolve` handles it, since `evolve` itself stays.
+"""
+
 
 class CommandGroup(click.Group):
     """A click group whose commands (built-in and registered analyses) load on first use."""
 
     def list_commands(self, ctx: click.Context | None) -> list[str]:
-        """Built-in commands and registered analyses, sorted."""
-        return sorted(set(super().list_commands(ctx)) | set(COMMANDS) | set(REGISTRY))
+        """Built-in commands and registered analyses, sorted (moved spellings are not listed)."""
+        return sorted((set(super().list_commands(ctx)) | set(COMMANDS) | set(REGISTRY)) - set(MOVED))
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         """The command `name`, importing its module (or building the analysis) on first use."""
         if name not in self.commands:
-            if name in COMMANDS:
+            if name in MOVED:
+                self.add_command(self._moved(ctx, name), name)
+            elif name in COMMANDS:
                 module = importlib.import_module(COMMANDS[name][0])
                 attribute = name.replace("-", "_")
                 self.add_command(
@@ -74,6 +86,25 @@ class CommandGroup(click.Group):
 
                 self.add_command(analysis_command(name))
         return super().get_command(ctx, name)
+
+    def _moved(self, ctx: click.Context, old: str) -> click.Command:
+        """A hidden command `old` that says where it moved, then runs the command there."""
+        path = MOVED[old].split()
+        target = self.get_command(ctx, path[0])
+        for name in path[1:]:
+            target = target.get_command(ctx, name)
+
+        def run(**values: object) -> object:
+            moved_note(old, MOVED[old])
+            return target.callback(**values)
+
+        return click.Command(
+            old,
+            callback=run,
+            params=target.params,
+            help=f"Moved to `interp {MOVED[old]}` (this spelling goes in the next release).\n\n{target.help}",
+            hidden=True,
+        )
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]
@@ -90,6 +121,15 @@ class CommandGroup(click.Group):
         rows = [(name, summary(name)) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+        with formatter.section("Moved (the old spellings still run, until the next release)"):
+            formatter.write_dl([(old, f"now: interp {new}") for old, new in MOVED.items()])
+
+
+def moved_note(old: str, new: str) -> None:
+    """The one line an old spelling prints before it runs (on stderr, like every note)."""
+    click.echo(
+        f"note: `interp {old}` moved to `interp {new}`; the old spelling goes in the next release", err=True
+    )
 
 
 def summary(name: str) -> str:

@@ -52,7 +52,8 @@ def check_analysis_args(args: Sequence[str]) -> None:
 
 
 def check_evolve_args(run_dir: str, params: dict[str, Any]) -> None:
-    """Check `interp evolve`'s run folder and split parameters before the analysis loads.
+    """Check the run folder and split parameters of `interp evolve` (and `interp study-a evolution`)
+    before the analysis loads.
 
     Args:
         run_dir: The run folder given to ``--run``.

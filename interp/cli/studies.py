@@ -1,4 +1,5 @@
-"""Study commands: study B's `inject`, `wlmd` and `study-b measure`, study C's `study-c report`.
+"""Study commands: study A's `study-a evolution|describe|demo`, study B's `inject`, `wlmd` and
+`study-b measure`, study C's `study-c report`.
 
 Their options are generated from the settings dataclasses the library uses
 (`interp.training.config.FinetuneConfig`, `tasks.NoiseInjectionTask`,
@@ -9,6 +10,7 @@ defaults and help. Like every command they exit 2 with one line on bad input.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import click
@@ -16,7 +18,7 @@ import click
 from analyses.studies.study_b_settings import WLMDSettings
 from interp.cli.options import config_options, given, parse_seeds
 from interp.config import from_dict
-from interp.errors import ConfigError
+from interp.errors import ConfigError, did_you_mean
 from interp.training.config import FinetuneConfig
 from tasks import NoiseInjectionTask
 
@@ -24,6 +26,97 @@ _NOISE_OPTIONS = config_options(NoiseInjectionTask, exclude=("p", "train_frac"))
 # data_seed and weight_norm come from the source run (see analyses.studies.study_b.inject).
 _FINETUNE_OPTIONS = config_options(FinetuneConfig, exclude=("data_seed", "weight_norm"))
 _WLMD_OPTIONS = config_options(WLMDSettings)
+
+
+@click.group("study-a")
+def study_a() -> None:
+    """Study A (the positional shortcut): circuit evolution of a run, its dataset and model, the demo."""
+
+
+@study_a.command("evolution")
+@click.option("--run", "run_dir", type=click.Path(file_okay=False), required=True, help="A run folder.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Output folder, and its cache/ of per-step results [default: RUN/evolution, cache RUN/analyses].",
+)
+@click.option("--no-progress", is_flag=True, help="Hide progress bars.")
+def study_a_evolution(run_dir: str, out: str | None, no_progress: bool) -> None:
+    """Study A's circuit-evolution figure and checkpoint explorer of one run (fingerprints and
+    gradient groups over every checkpoint, cached per step): OUT/circuit_evolution.html and
+    OUT/explorer.html.
+    """
+    from interp.cli.analyses import writable
+    from interp.cli.preflight import check_evolve_args
+
+    check_evolve_args(run_dir, {})
+    folder = Path(out) if out else Path(run_dir) / "evolution"
+    cache = folder / "cache" if out else None  # with --out, nothing is written into the run
+    if out is None and not writable(folder):
+        raise ConfigError(f"{run_dir} cannot be written (read-only)", "give --out FOLDER")
+    folder.mkdir(parents=True, exist_ok=True)
+    from analyses.studies.plots import write_figure
+    from analyses.studies.study_a import attention_explorer, circuit_evolution_figure
+
+    write_figure(
+        circuit_evolution_figure(run_dir, progress=not no_progress, cache=cache),
+        folder / "circuit_evolution.html",
+    )
+    write_figure(attention_explorer(run_dir, cache=cache), folder / "explorer.html")
+    click.echo(f"wrote {folder / 'circuit_evolution.html'} and {folder / 'explorer.html'}")
+
+
+@study_a.command("describe")
+@click.option("--label", default="sum-mod2", show_default=True, help="True rule: sum-mod2 or sum-mod3.")
+@click.option("--shortcut", default="max", show_default=True, help="Spurious feature: max or first.")
+@click.option(
+    "--r",
+    "r",
+    default=0.9,
+    show_default=True,
+    type=float,
+    help="Spurious ratio of the train split, in [0, 1].",
+)
+@click.option("--preset", default="mpsp-2l2h", show_default=True, help="Model preset.")
+@click.option("--data-seed", default=0, show_default=True, type=int, help="Seed of the data splits.")
+def study_a_describe(label: str, shortcut: str, r: float, preset: str, data_seed: int) -> None:
+    """Build a study-A dataset and model and print a summary of both (sizes, ratios, hooks)."""
+    from models.presets import PRESETS
+    from tasks import MPSPTask
+
+    task = MPSPTask(label=label, shortcut=shortcut, r=r)  # bad values fail here, before torch
+    if preset not in PRESETS:
+        raise ConfigError(f"unknown preset {preset!r}", did_you_mean(preset, PRESETS))
+    from interp.text import summarize_task_and_model
+    from models import build_model, preset_config
+
+    model = build_model(preset_config(preset, task))
+    click.echo(summarize_task_and_model(task, task.splits(data_seed), model, preset=preset))
+
+
+@study_a.command("demo")
+@click.option(
+    "--out", type=click.Path(file_okay=False), default="runs/demo", show_default=True, help="Sweep folder."
+)
+@click.option("--no-progress", is_flag=True, help="Hide progress bars.")
+def study_a_demo(out: str, no_progress: bool) -> None:
+    """The main job on built-in defaults: a small study-A sweep (1 vs 2 layers, r = 0.5 vs 0.9),
+    its circuit evolution, and an HTML report. About 10 minutes on 2 CPU cores (`make demo`).
+    """
+    import time
+
+    from interp.cli.sweep import load_grid, make_executor, run_grid, write_sweep_report
+
+    start = time.perf_counter()
+    out_dir = Path(out)
+    grid = load_grid("demo", seeds=None, epochs=None, axes=[])
+    executor = make_executor("local", jobs=None, threads=None, folder=out_dir, partition=None, timeout_min=0)
+    finished, failures = run_grid(grid, out_dir, executor, progress=not no_progress)
+    if failures:
+        raise RuntimeError("demo runs failed:\n" + "\n".join(failures))
+    path = write_sweep_report(out_dir, evolution=True, progress=not no_progress)
+    click.echo(f"{finished} runs in {out_dir}; report: {path}  ({time.perf_counter() - start:.0f} s)")
 
 
 @click.command()
@@ -151,7 +244,7 @@ def study_b_measure(
 
     torch.set_num_threads(threads)
     if not table_only:
-        from models.fast_forward import keep_freed_memory
+        from interp.training.memory import keep_freed_memory
 
         keep_freed_memory()  # long full-batch loops reuse the same buffers (benchmarks/wlmd_step.py)
         measured.measure(out, seed_list, settings)
@@ -225,4 +318,4 @@ def _json_object(text: str, option: str) -> dict[str, Any]:
     return value
 
 
-__all__ = ["inject", "study_b", "study_c", "wlmd"]
+__all__ = ["inject", "study_a", "study_b", "study_c", "wlmd"]

@@ -1,4 +1,7 @@
-"""`interp sweep`, `interp report` and `interp demo`: grids of runs and their reports (composition root)."""
+"""`interp sweep` and `interp report`: grids of runs and their reports (composition root).
+
+`interp study-a demo` (`interp.cli.studies`) is a sweep and a report on built-in defaults.
+"""
 
 from __future__ import annotations
 
@@ -76,20 +79,17 @@ def make_executor(
 def run_grid(grid: Any, out: Path, executor: Any, *, progress: bool) -> tuple[int, list[str]]:
     """Write the sweep file, train every unfinished run, and return (finished, failures).
 
-    Runs too large for memory are refused before any trains (`check_spec_memory`). Runs train
+    Runs too large for memory are refused before any trains (`check_specs_memory`). Runs train
     seed-major (every configuration's seed 0, then every seed 1, ...).
     """
     from analyses.studies.grids import expand
-    from analyses.studies.recipes import check_spec_memory, train_spec
-    from interp.config import from_dict, to_dict
+    from analyses.training import check_specs_memory, train_spec
+    from interp.config import to_dict
     from interp.errors import divergence_line
     from interp.sweep.specs import run_sweep, write_sweep
-    from interp.training.config import TrainConfig
-    from tasks import task_from_dict
 
     specs = expand(grid, out)
-    for spec in specs:
-        check_spec_memory(spec, task_from_dict(spec.task), from_dict(TrainConfig, spec.train))
+    check_specs_memory(specs)
     write_sweep(out, specs, {"grid": to_dict(grid)})
     # Seed-major order: every configuration gets its first seeds first, so a sweep stopped
     # half-way already has rates for every cell (sorted() is stable: grid order within a seed).
@@ -218,25 +218,3 @@ def report(folder: str, out: str | None, evolution: bool, no_progress: bool) -> 
         Path(folder), evolution=evolution, progress=not no_progress, out=Path(out) if out else None
     )
     click.echo(f"report: {path}")
-
-
-@click.command()
-@click.option(
-    "--out", type=click.Path(file_okay=False), default="runs/demo", show_default=True, help="Sweep folder."
-)
-@click.option("--no-progress", is_flag=True, help="Hide progress bars.")
-def demo(out: str, no_progress: bool) -> None:
-    """The main job on built-in defaults: a small study-A sweep (1 vs 2 layers, r = 0.5 vs 0.9),
-    its circuit evolution, and an HTML report. About 10 minutes on 2 CPU cores.
-    """
-    import time
-
-    start = time.perf_counter()
-    out_dir = Path(out)
-    grid = load_grid("demo", seeds=None, epochs=None, axes=[])
-    executor = make_executor("local", jobs=None, threads=None, folder=out_dir, partition=None, timeout_min=0)
-    finished, failures = run_grid(grid, out_dir, executor, progress=not no_progress)
-    if failures:
-        raise RuntimeError("demo runs failed:\n" + "\n".join(failures))
-    path = write_sweep_report(out_dir, evolution=True, progress=not no_progress)
-    click.echo(f"{finished} runs in {out_dir}; report: {path}  ({time.perf_counter() - start:.0f} s)")

@@ -2,7 +2,7 @@
 
 Part of the composition root (`interp.cli`). Options merge as every run's do, in
 `analyses.studies.recipes`: the task's and `TrainConfig`'s own defaults, then the preset's
-study settings, then what the user gave.
+study settings, then what the user gave. The specs then train through `analyses.training`.
 """
 
 from __future__ import annotations
@@ -102,18 +102,12 @@ def train_runs(
     for spec in specs:  # a mismatched or busy folder is refused before torch is imported
         check_same_config(spec.out, spec.config())
         check_unlocked(spec.out)
-    from analyses.studies.recipes import train_spec
+    from analyses.training import check_specs_memory, train_spec
     from interp.sweep.executors import LocalExecutor
     from interp.sweep.specs import run_sweep
 
     _check_device(device)
-    if len(specs) > 1 and not vectorize:  # one run, or a vectorised group, checks in this process
-        from analyses.studies.recipes import check_spec_memory
-        from interp.config import from_dict
-        from tasks import task_from_dict
-
-        for spec in specs:  # up front: a run too large for memory is refused before any trains
-            check_spec_memory(spec, task_from_dict(spec.task), from_dict(TrainConfig, spec.train))
+    check_specs_memory(specs, together=vectorize)  # up front: too large is refused before any trains
     if vectorize:
         return _train_vectorized(specs, device=device, threads=threads, jobs=jobs, progress=progress)
     if len(specs) == 1:
@@ -140,7 +134,7 @@ def train_runs(
 def _train_vectorized(
     specs: list[RunSpec], *, device: str, threads: int | None, jobs: int | None, progress: bool
 ) -> str:
-    from analyses.studies.recipes import train_specs_vectorized
+    from analyses.training import train_specs_vectorized
 
     if jobs is not None:
         raise ConfigError(

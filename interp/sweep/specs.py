@@ -43,7 +43,7 @@ class RunSpec:
         out: The run folder.
         model: Model config dict (with ``kind``).
         task: Task config dict (with ``name``).
-        train: Training config dict (`interp.training.loop.TrainConfig` fields).
+        train: Training config dict (`interp.training.config.TrainConfig` fields).
         tags: The run's coordinates in its sweep (e.g. ``{"preset": ..., "r": 0.9, "seed": 3}``).
     """
 

@@ -13,10 +13,16 @@ what training holds at once and compares it with the memory available now (Linux
 
 The estimate is deliberately rough (within a small factor); it exists to refuse what cannot
 fit, so it only refuses when the estimate exceeds what is available.
+
+`keep_freed_memory` is the other side of memory: how the process's allocator treats what a
+training step frees (a process-wide setting, turned on by whatever trains: `interp train`,
+sweeps' workers, study B's long loops, the benchmarks).
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 from typing import Any
 
@@ -85,3 +91,22 @@ def check_memory(
             f"but {free / GB:.1f} GB are available",
             "lower the task's sizes (e.g. --n-train), the model, or --batch-size",
         )
+
+
+def keep_freed_memory() -> bool:
+    """Make glibc malloc keep freed memory instead of returning it to the OS (process-wide).
+
+    Training steps allocate and free the same large activation buffers every step. glibc serves
+    blocks over its mmap threshold (at most 32 MiB) with fresh `mmap`s, so every step pays page
+    faults on tens of MB. This sets `M_MMAP_MAX = 0` (no mmap'd blocks) and a huge
+    `M_TRIM_THRESHOLD` (never trim the heap), so buffers are reused: the effect tcmalloc or
+    jemalloc would give, with no dependency. Returns False where glibc's `mallopt` is absent.
+    """
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError, TypeError):
+        return False
+    M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4
+    return bool(mallopt(M_MMAP_MAX, 0)) and bool(mallopt(M_TRIM_THRESHOLD, 2**30))

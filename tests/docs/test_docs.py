@@ -57,8 +57,8 @@ def test_every_command_the_docs_name_exists():
     known = set(cli.list_commands(None))  # built-in commands and the registry's analyses
     named = set()
     for path in [*DOCS.rglob("*.md"), DOCS.parent / "README.md"]:
-        if "_build" in path.parts:
-            continue
+        if "_build" in path.parts or path == DOCS / "cli.md":
+            continue  # cli.md is generated from the commands themselves, and lists the moved spellings
         # Commands appear at the start of a shell line or an inline code span.
         named |= set(re.findall(r"(?:^|`|bin/)interp ([a-z][a-z0-9-]+)", path.read_text(), re.MULTILINE))
     assert named, "the docs name no command at all?"

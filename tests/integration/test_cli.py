@@ -1,4 +1,4 @@
-"""The `interp` command line: start-up cost, exit codes, one-line errors, train and demo."""
+"""The `interp` command line: start-up cost, exit codes, one-line errors, train, describe, moved spellings."""
 
 from __future__ import annotations
 
@@ -29,8 +29,9 @@ def test_help_lists_commands_fast_and_without_torch():
     assert result.returncode == 0, result.stderr
     *_, seconds, torch_imported = result.stdout.split()
     assert torch_imported == "False"
-    for command in ("train", "demo"):
+    for command in ("train", "evolve", "study-a"):
         assert command in result.stdout
+    assert "demo      now: interp study-a demo" in result.stdout  # moved spellings say where
     # Generous bound for a loaded CI machine; typical is ~0.1 s (see README).
     assert float(seconds) < 0.5
 
@@ -121,11 +122,23 @@ def test_seeds_train_into_one_folder_each(capsys, tmp_path):
 
 
 def test_describe_prints_splits_ratios_parameters_and_hooks(capsys):
-    code, out, err = run_cli(capsys, "describe")
+    code, out, err = run_cli(capsys, "study-a", "describe")
     assert code == 0, err
     assert "16384" in out and "2048" in out
     assert "0.9000" in out  # the measured spurious ratio of train equals r exactly
     assert "parameters:" in out and "blocks.1.attn.hook_pattern" in out
+    assert err == ""
+
+
+def test_a_moved_command_says_where_it_went_in_one_line_then_runs(capsys):
+    code, out, err = run_cli(capsys, "describe", "--r", "0.5", "--preset", "mpsp-1l1h")
+    assert code == 0, err
+    assert err.strip().splitlines() == [
+        "note: `interp describe` moved to `interp study-a describe`; the old spelling goes in the next release"
+    ]
+    assert out == run_cli(capsys, "study-a", "describe", "--r", "0.5", "--preset", "mpsp-1l1h")[1]
+    code, out, err = run_cli(capsys, "demo", "--help")
+    assert code == 0 and "Moved to `interp study-a demo`" in out and "--out" in out
 
 
 def test_vectorized_seeds_train_in_this_process_into_one_folder_each(capsys, tmp_path):

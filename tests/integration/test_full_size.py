@@ -14,7 +14,7 @@ import pytest
 
 from analyses import load_subject
 from analyses.studies.grids import GRIDS, expand
-from analyses.studies.recipes import train_spec
+from analyses.training import train_spec
 from interp.metrics import milestones
 from interp.store import checkpoint_dir, list_checkpoints, read_done, read_metrics
 from tasks import MPSPTask

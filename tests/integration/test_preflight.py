@@ -80,8 +80,8 @@ CASES = [
     (["train", "--resume", "{missing}"], "missing"),
     (["train", "--resume", "{damaged}"], "is not valid JSON"),
     (["train", "--preset", "mpsp-2l2h", "--r", "0.5", "--out", "{run}"], "task.r is 0.9 there but 0.5 now"),
-    (["describe", "--label", "sum-mod4"], "label = 'sum-mod4' is not valid"),
-    (["describe", "--preset", "nope"], "unknown preset 'nope'"),
+    (["study-a", "describe", "--label", "sum-mod4"], "label = 'sum-mod4' is not valid"),
+    (["study-a", "describe", "--preset", "nope"], "unknown preset 'nope'"),
     (["patch", "--ckpt", "{missing}", "--split", "adv"], "does not exist"),
     (["patch", "--ckpt", "{broken}"], "manifest.json is not valid JSON"),
     (["fingerprint", "--ckpt", "{empty}"], "has no checkpoint yet"),
@@ -92,6 +92,8 @@ CASES = [
     (["evolve", "--run", "{empty}", "--analysis", "fingerprint"], "has no checkpoints to evolve over"),
     (["evolve", "--run", "{run}", "--analysis", "fingerprnt"], "unknown analysis 'fingerprnt'"),
     (["evolve", "--run", "{run}", "--analysis", "patch", "--param", "split=avd"], "'avd' is not a split"),
+    (["study-a", "evolution", "--run", "{missing}"], "does not exist"),
+    (["study-a", "evolution", "--run", "{empty}"], "has no checkpoints to evolve over"),
 ]
 
 

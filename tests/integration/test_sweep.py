@@ -136,6 +136,28 @@ def test_circuit_evolution_figure_and_explorer(sweep_dir):
     assert explorer.layout.sliders[0].steps[0].label == "0"
 
 
+def test_study_a_evolution_writes_the_figure_and_explorer_and_the_old_spelling_still_does(
+    sweep_dir, capsys, tmp_path
+):
+    run = read_sweep(sweep_dir)[0][0].out
+    code, out, err = _cli(
+        capsys, "study-a", "evolution", "--run", run, "--out", tmp_path / "a", "--no-progress"
+    )
+    assert code == 0 and err == "", err
+    new = {p.name: p.stat().st_size for p in (tmp_path / "a").glob("*.html")}
+    assert sorted(new) == ["circuit_evolution.html", "explorer.html"] and min(new.values()) > 1000
+    code, out, err = _cli(capsys, "evolve", "--run", run, "--out", tmp_path / "b", "--no-progress")
+    assert code == 0, err
+    assert err.splitlines() == [
+        "note: `interp evolve --run RUN` moved to `interp study-a evolution --run RUN`; "
+        "the old spelling goes in the next release"
+    ]
+    old = {p.name: p.stat().st_size for p in (tmp_path / "b").glob("*.html")}
+    assert sorted(old) == sorted(new)
+    code, _, err = _cli(capsys, "evolve", "--run", run, "--param", "split=adv")
+    assert code == 2 and "--analysis" in err
+
+
 def test_the_phase2_onset_line_and_label_sit_at_the_onset_on_the_log_axis(sweep_dir, tmp_path):
     import math
     import shutil

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,58 @@ def test_import_direction(package):
         if bad:
             offenders.append(f"{relative} imports {sorted(bad)}")
     assert not offenders, offenders
+
+
+def _lazy_offenders(module: str, targets: set[str]) -> list[str]:
+    """The targets a lazy surface of `module` may not import (the same rules as an import statement)."""
+    if module.split(".")[:2] == ["interp", "cli"]:
+        return []
+    package = module.split(".")[0]
+    bad = {t for t in targets if t.split(".")[0] in FORBIDDEN.get(package, set())}
+    bad |= {t for t in targets if t.split(".")[:2] == ["interp", "cli"]}  # nothing imports the CLI
+    layer = next((p for p in INTERP_LAYERS if module == p or module.startswith(p + ".")), None)
+    if layer is not None:
+        allowed = INTERP_LAYERS[layer] | {layer}
+        bad |= {
+            t
+            for t in targets
+            # "interp" itself (the root's lazy names) is allowed, not everything below it
+            if t.split(".")[0] == "interp"
+            and not any(t == a or (t.startswith(a + ".") and a != "interp") for a in allowed)
+        }
+    return [f"{module} lazily imports {t}" for t in sorted(bad)]
+
+
+def _lazy_surfaces() -> dict[str, set[str]]:
+    """Every module that builds a lazy surface (`interp.lazy.lazy_surface`) -> the modules it names."""
+    surfaces = {}
+    for path in sorted(
+        p for package in ("interp", "models", "tasks", "analyses") for p in (ROOT / package).rglob("*.py")
+    ):
+        if path == ROOT / "interp" / "lazy.py" or "lazy_surface(" not in path.read_text():
+            continue
+        module = importlib.import_module(_module_name(path))
+        surfaces[module.__name__] = set(module.__getattr__.targets.values())
+    return surfaces
+
+
+def test_import_direction_of_the_lazy_surfaces():
+    # `interp/__init__.py` and the subpackages name their modules as strings that `interp.lazy`
+    # imports on first use; no import scan sees them, so the rules above are applied here.
+    surfaces = _lazy_surfaces()
+    assert {"interp", "interp.store", "interp.dissect", "models", "analyses"} <= set(surfaces), surfaces
+    assert "interp.store.session" in surfaces["interp.store"] and "interp.store" in surfaces["interp"]
+    offenders = [line for module, targets in surfaces.items() for line in _lazy_offenders(module, targets)]
+    assert not offenders, offenders
+    # The rules bite: a surface naming what its package may not import is reported.
+    assert _lazy_offenders("interp", {"models.presets", "interp.cli.train", "interp.store"}) == [
+        "interp lazily imports interp.cli.train",
+        "interp lazily imports models.presets",
+    ]
+    assert _lazy_offenders("interp.store", {"interp.training.loop"}) == [
+        "interp.store lazily imports interp.training.loop"
+    ]
+    assert _lazy_offenders("tasks", {"models"}) == ["tasks lazily imports models"]
 
 
 @pytest.mark.parametrize("package", ["interp", "models", "tasks", "analyses"])
@@ -173,3 +226,58 @@ def test_interp_is_a_few_modules_and_concept_subpackages_each_with_a_docstring()
         (ROOT / "analyses").glob("*/__init__.py")
     ):
         assert ast.get_docstring(ast.parse(init.read_text())), f"{init.relative_to(ROOT)} has no docstring"
+
+
+# Dissection modules that only serve others (no analysis presents them on their own).
+DISSECT_HELPERS = {"interventions", "hooks", "patch_stats", "rank_stats"}
+
+
+def _wrapped_in_docstring(path: Path) -> set[str]:
+    """The `interp.dissect` modules a module docstring's "Wraps ..." paragraph names."""
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    match = re.search(r"^Wraps (.*?) \(", doc, re.MULTILINE | re.DOTALL)
+    return set(re.findall(r"`interp\.dissect\.(\w+)`", match.group(1))) if match else set()
+
+
+def _dissect_imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.startswith("interp.dissect."):
+                found.add(node.module.split(".")[2])
+            elif node.module == "interp.dissect":
+                found |= {alias.name for alias in node.names}
+    return found
+
+
+def _architecture_table() -> tuple[dict[str, set[str]], set[str]]:
+    """docs/architecture.md's table: analysis -> the dissection modules it wraps, and every module."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    section = text.split("## Dissection modules and the analyses that wrap them", 1)[1].split("\n## ", 1)[0]
+    wraps: dict[str, set[str]] = {}
+    modules = set()
+    for line in section.splitlines():
+        cells = line.split("|")
+        if len(cells) < 5 or not cells[1].strip().startswith("`"):
+            continue
+        named = set(re.findall(r"`(\w+)`", cells[1]))
+        modules |= named
+        for analysis in re.findall(r"`([\w-]+)`", cells[3]):
+            wraps.setdefault(analysis, set()).update(named)
+    return wraps, modules
+
+
+def test_every_analysis_names_the_dissection_modules_it_wraps_in_its_docstring_and_the_table():
+    from analyses.registry import REGISTRY
+
+    table, listed = _architecture_table()
+    assert set(table) == set(REGISTRY), "docs/architecture.md's table lists every analysis, no other"
+    dissect = {p.stem for p in (ROOT / "interp" / "dissect").glob("*.py") if p.stem != "__init__"}
+    assert listed == dissect, f"the table misses or invents dissection modules: {listed ^ dissect}"
+    for name, (module, _) in REGISTRY.items():
+        path = ROOT / (module.replace(".", "/") + ".py")
+        wraps, imports = _wrapped_in_docstring(path), _dissect_imports(path)
+        assert wraps, f"{module}'s docstring has no 'Wraps `interp.dissect.X`' paragraph"
+        assert wraps <= imports, f"{module} names {sorted(wraps - imports)} but does not import them"
+        assert imports - DISSECT_HELPERS <= wraps, f"{module} wraps {sorted(imports - wraps)} unnamed"
+        assert table[name] == wraps, f"{name}: docs/architecture.md says {table[name]}, the docstring {wraps}"
