@@ -73,3 +73,17 @@ def phase2_run(demo_dir: Path, results: Path = RESULTS) -> tuple[Path | None, st
             f"checkpoint series of one that did (<code>results/study-a/{SERIES}</code>)."
         )
     return None, "The demo's two-layer r = 0.9 run did not reach the rule, and no committed series is here."
+
+
+def phase2_section(demo_dir: Path, *, progress: bool = False, results: Path = RESULTS) -> list[str]:
+    """The circuit evolution of a two-layer r = 0.9 run that found the rule (`phase2_run`), with its caption."""
+    from analyses.studies.study_a import circuit_evolution_figure
+
+    run, text = phase2_run(demo_dir, results)
+    parts = ["<h2>A two-layer run at r = 0.9 that found the rule</h2>", f"<p>{text}</p>"]
+    if run is not None:
+        # A committed series is only read: its per-checkpoint results are cached beside the demo.
+        cache = None if run.is_relative_to(demo_dir) else demo_dir / "cache" / "phase2"
+        fig = circuit_evolution_figure(run, progress=progress, cache=cache)
+        parts.append(figure_div("phase2", fig, eager=True))
+    return parts

@@ -101,11 +101,14 @@ def study_a_describe(label: str, shortcut: str, r: float, preset: str, data_seed
 )
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
 def study_a_demo(out: str, no_progress: bool) -> None:
-    """The main job on built-in defaults: a small study-A sweep (1 vs 2 layers, r = 0.5 vs 0.9),
-    its circuit evolution, and an HTML report. About 10 minutes on 2 CPU cores (`make demo`).
+    """The main job on built-in defaults: study A's regime with one seed per cell (1 vs 2 layers,
+    r = 0.5 vs 0.9; the positional shortcut, 32 values), each run's circuit evolution, study A's
+    committed confirmation results beside them, and a two-layer run that found the rule, in one
+    HTML report. About 10 minutes on 2 CPU cores (`make demo`).
     """
     import time
 
+    from analyses.studies.demo import committed_sections, phase2_section
     from interp.cli.sweep import load_grid, make_executor, run_grid, write_sweep_report
 
     start = time.perf_counter()
@@ -115,7 +118,8 @@ def study_a_demo(out: str, no_progress: bool) -> None:
     finished, failures = run_grid(grid, out_dir, executor, progress=not no_progress)
     if failures:
         raise RuntimeError("demo runs failed:\n" + "\n".join(failures))
-    path = write_sweep_report(out_dir, evolution=True, progress=not no_progress)
+    sections = committed_sections() + phase2_section(out_dir, progress=not no_progress)
+    path = write_sweep_report(out_dir, evolution=True, progress=not no_progress, sections=sections)
     click.echo(f"{finished} runs in {out_dir}; report: {path}  ({time.perf_counter() - start:.0f} s)")
 
 

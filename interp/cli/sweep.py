@@ -110,17 +110,25 @@ def run_grid(grid: Any, out: Path, executor: Any, *, progress: bool) -> tuple[in
     return finished, failures
 
 
-def write_sweep_report(folder: Path, *, evolution: bool, progress: bool, out: Path | None = None) -> Path:
+def write_sweep_report(
+    folder: Path,
+    *,
+    evolution: bool,
+    progress: bool,
+    out: Path | None = None,
+    sections: list[str] | None = None,
+) -> Path:
     """The HTML report of the sweeps below `folder`, written to `out` (default: `folder`);
     with `evolution`, study A's circuit-evolution figure for every run that has checkpoints
-    (their per-step results cached under `out`/cache when `out` is given, so the runs are only read).
+    (their per-step results cached under `out`/cache when `out` is given, so the runs are only read);
+    `sections`: more HTML before the runs (`interp study-a demo`'s committed results).
     """
     from analyses.studies.report_page import write_report
 
     figure = None
     if evolution:
         figure = partial(_evolution_or_accuracy, progress=progress, folder=folder, out=out)
-    return write_report(folder, out, figure=figure)
+    return write_report(folder, out, figure=figure, sections=sections or [])
 
 
 def _evolution_or_accuracy(run_dir: Path, *, progress: bool, folder: Path, out: Path | None) -> Any:
