@@ -4,6 +4,7 @@
 runs/<name>/config.json     model + task + train config, format_version, versions, git sha
 runs/<name>/metrics.jsonl   one JSON object per evaluation (step + metrics)
 runs/<name>/checkpoints/    see `interp.store.checkpoint`
+runs/<name>/analyses/       results of analyses per checkpoint: analyses/NAME/step_000100/
 runs/<name>/sessions.jsonl  one line per training session: start step, pid, host, threads
 runs/<name>/DONE            written last (JSON summary)
 runs/<name>/.lock           flock held by the process writing the run
@@ -39,6 +40,7 @@ CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.jsonl"
 SESSIONS_FILE = "sessions.jsonl"
 CHECKPOINTS_DIR = "checkpoints"
+ANALYSES_DIR = "analyses"  # RUN/analyses/NAME/step_N: results (`interp.store.handle.RunHandle.result_folder`)
 DONE_FILE = "DONE"
 LOCK_FILE = ".lock"
 # Keys that create_run adds; everything else in config.json is the user's config.

@@ -36,24 +36,21 @@ from typing import Any
 
 from torch import Tensor
 
-from interp.errors import CheckpointError, note
-from interp.store.checkpoint import Checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
+from interp.errors import note
+from interp.store.checkpoint import Checkpoint, list_checkpoints, save_checkpoint
+from interp.store.handle import DIGESTS_KEY, RunHandle, check_digests
 from interp.store.run_folder import (
     append_metrics,
     append_session,
-    checkpoint_dir,
     create_run,
     is_done,
     mark_done,
-    read_config,
     read_done,
     read_metrics,
     run_lock,
     thread_count,
     truncate_metrics,
 )
-
-DIGESTS_KEY = "fingerprints"  # the checkpoint meta key of the split digests (on-disk format)
 
 
 @contextlib.contextmanager
@@ -106,22 +103,23 @@ class RunSession:
 
         Raises:
             CheckpointError: If the checkpoint is damaged, or its data digests differ from this
-                session's.
+                session's (`interp.store.handle.check_digests`, naming the split and both digests).
         """
         if step == -1 or not self.checkpoints():
             truncate_metrics(self.run_dir, -1)
             append_session(self.run_dir, 0)
             return None
-        where = self.run_dir if step is None else checkpoint_dir(self.run_dir, step)
-        ckpt = load_checkpoint(where, load_train_state=load_train_state)
-        if self.digests is not None and ckpt.meta.get(DIGESTS_KEY) != self.digests:
-            raise CheckpointError(
-                f"the data of {self.run_dir} changed since checkpoint {ckpt.path.name} was written",
-                "the task code or data seed differs; train into a new --out folder",
+        ckpt = RunHandle(self.run_dir).load_checkpoint(step, load_train_state=load_train_state)
+        if self.digests is not None:
+            check_digests(
+                ckpt.meta.get(DIGESTS_KEY, {}),
+                self.digests,
+                ckpt.path,
+                hint="the task code or data seed differs; train into a new --out folder",
             )
         truncate_metrics(self.run_dir, ckpt.step)
         append_session(self.run_dir, ckpt.step)
-        started, now = read_config(self.run_dir).get("threads"), thread_count()
+        started, now = ckpt.config.get("threads"), thread_count()
         if started is not None and started != now:
             note(
                 f"{self.run_dir} started with {started} torch threads and resumes with {now}: float sums "
