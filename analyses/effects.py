@@ -25,6 +25,7 @@ from torch import Tensor
 
 from analyses.base import Result, param
 from analyses.subject import Subject
+from interp.config import to_dict
 from interp.dissect.patch_stats import EffectStats, effect_statistics, permutation_null
 from interp.dissect.patching import PatchPairs, aligned_pairs, cross_pairs
 from interp.errors import ConfigError
@@ -168,10 +169,60 @@ class RecoveryGap:
 
     Mixed into results with ``source_logit_diff`` and ``target_logit_diff`` (`SiteEffects`,
     ``path-patch``): below `MIN_RECOVERY_GAP` their tables and figures show no recovery.
+    `from_pairs` builds any of them from what the patch measured.
     """
 
     source_logit_diff: float
     target_logit_diff: float
+
+    @classmethod
+    def from_pairs(
+        cls,
+        subject: Subject,
+        params: Any,
+        pairs: PatchPairs,
+        unpatched: Any,
+        stats: EffectStats,
+        *,
+        logit_diff: Tensor,
+        recovery: Tensor,
+        per_example: Tensor,
+        **fields: Any,
+    ) -> Any:
+        """The result of a pair-patching analysis: the fields every one shares, and its own `fields`.
+
+        Args:
+            subject: What was patched (its checkpoint's step is kept).
+            params: `PairParams` (stored with the result; ``split`` and ``source`` are shown).
+            pairs: The pairs measured.
+            unpatched: Holds the unpatched runs' ``source_logit_diff`` and ``target_logit_diff``
+                (floats) and ``source_per_example`` and ``target_per_example`` ([n_pairs]).
+            stats: `effect_stats` of `per_example`.
+            logit_diff: Patched logit difference, [*patches].
+            recovery: Its normalised recovery, [*patches].
+            per_example: Patched logit difference of every pair, [*patches, n_pairs].
+            **fields: The analysis's own fields (sites, senders, accuracies, ...).
+        """
+        return cls(
+            params=to_dict(params),
+            step=subject.step,
+            split=params.split,
+            source=params.source,
+            n_pairs=len(pairs),
+            source_logit_diff=unpatched.source_logit_diff,
+            target_logit_diff=unpatched.target_logit_diff,
+            logit_diff=logit_diff,
+            recovery=recovery,
+            recovery_low=stats.recovery_low,
+            recovery_high=stats.recovery_high,
+            logit_diff_low=stats.logit_diff_low,
+            logit_diff_high=stats.logit_diff_high,
+            p_value=stats.p_value,
+            per_example=per_example,
+            source_per_example=unpatched.source_per_example,
+            target_per_example=unpatched.target_per_example,
+            **fields,
+        )
 
     @property
     def gap(self) -> float:

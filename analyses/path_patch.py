@@ -27,7 +27,6 @@ from analyses.effects import (
 )
 from analyses.registry import REGISTRY
 from analyses.subject import Subject
-from interp.config import to_dict
 from interp.dissect.path_patching import path_patch
 
 DEFINITION = """\
@@ -180,26 +179,17 @@ def compute(subject: Subject, params: Params) -> PathPatchResult:
         lambda other: path_patch(subject.model, other, params.receivers).logit_diff,
         pairs,
     )
-    return PathPatchResult(
-        params=to_dict(params),
-        step=subject.step,
-        split=params.split,
-        source=params.source,
-        senders=list(effects.senders),
-        receivers=list(effects.receivers),
-        n_pairs=len(pairs),
-        source_logit_diff=effects.source_logit_diff,
-        target_logit_diff=effects.target_logit_diff,
+    return PathPatchResult.from_pairs(
+        subject,
+        params,
+        pairs,
+        effects,
+        stats,
         logit_diff=effects.logit_diff,
         recovery=effects.recovery,
-        recovery_low=stats.recovery_low,
-        recovery_high=stats.recovery_high,
-        logit_diff_low=stats.logit_diff_low,
-        logit_diff_high=stats.logit_diff_high,
-        p_value=stats.p_value,
         per_example=effects.per_example,
-        source_per_example=effects.source_per_example,
-        target_per_example=effects.target_per_example,
+        senders=list(effects.senders),
+        receivers=list(effects.receivers),
     )
 
 
