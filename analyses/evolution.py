@@ -67,7 +67,7 @@ def evolve(
     ``evolve(run, grads, grads.params(split="train"))``.
 
     Args:
-        run_dir: A run folder with checkpoints, or the run opened (`interp.store.RunHandle`):
+        run_dir: A run folder with checkpoints, or the run opened (`interp.store.handle.RunHandle`):
             its config is read once for the whole series.
         analysis: A registered analysis, or its name.
         params: Its `Params` (default: built from `values`).

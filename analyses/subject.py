@@ -36,7 +36,7 @@ class Subject:
         digests: ``{split name: digest}`` stored in the checkpoint (what the model was trained
             on); `split` refuses a split whose digest differs. None: nothing to check against.
         force_data: Analyse splits whose digest differs anyway (a note says so).
-        run: The run it came from, opened once (`interp.store.RunHandle`), if it came from one:
+        run: The run it came from, opened once (`interp.store.handle.RunHandle`), if it came from one:
             its config, its other checkpoints, its result folders.
     """
 
@@ -83,7 +83,7 @@ def load_subject(
     the model was trained on.
 
     Args:
-        path: A checkpoint folder, a run folder, or a run opened with `interp.store.RunHandle`
+        path: A checkpoint folder, a run folder, or a run opened with `interp.store.handle.RunHandle`
             (its config is not read again).
         step: The checkpoint's step; None: the checkpoint folder given, or the run's LATEST.
         force_data: Analyse even if a rebuilt split's digest differs (a note names both).
@@ -114,7 +114,7 @@ def subject_series(
     is produced (its model's weights are replaced then): use it before advancing.
 
     Args:
-        run: A run folder, or a run opened with `interp.store.RunHandle`.
+        run: A run folder, or a run opened with `interp.store.handle.RunHandle`.
         steps: Checkpoint steps, in the order wanted.
         force_data: As in `load_subject`.
         allow_nonfinite: As in `load_subject`.

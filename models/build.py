@@ -32,7 +32,7 @@ def model_from_checkpoint(ckpt: Checkpoint, model: nn.Module | None = None) -> n
     """The model of a loaded checkpoint, in eval mode: built from its run's config, or `model` reused.
 
     Args:
-        ckpt: A loaded checkpoint (`interp.store.RunHandle.load_checkpoint`).
+        ckpt: A loaded checkpoint (`interp.store.handle.RunHandle.load_checkpoint`).
         model: A model of the same run to give the weights to, instead of building one (a
             series of checkpoints then builds one model). It takes new tensors, not copies into
             its old ones, so a view taken of the previous weights keeps their values.
@@ -53,7 +53,7 @@ def load_model(
     """Load the model stored in a checkpoint folder, or in a run folder's checkpoint.
 
     Args:
-        path: A checkpoint folder, a run folder, or a run opened with `interp.store.RunHandle`.
+        path: A checkpoint folder, a run folder, or a run opened with `interp.store.handle.RunHandle`.
         step: The checkpoint's step; None: the checkpoint folder given, or the run's LATEST.
         allow_nonfinite: Load weights holding NaN or inf (refused by default).
 

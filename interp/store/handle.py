@@ -1,8 +1,8 @@
 """A run opened for reading: its config read once, its checkpoints, its analysis results.
 
-Every reader of a run (`analyses.load_subject`, `analyses.subject_series`, `analyses.evolve`,
-the CLI's analysis commands, `models.load_model`) opens the run folder or checkpoint folder it
-is given once, as a `RunHandle`, and asks it what it needs::
+Every reader of a run (`analyses.subject.load_subject`, `analyses.subject.subject_series`,
+`analyses.evolution.evolve`, the CLI's analysis commands, `models.build.load_model`) opens the
+run folder or checkpoint folder it is given once, as a `RunHandle`, and asks it what it needs::
 
     run = RunHandle.open("runs/mpsp")          # or runs/mpsp/checkpoints/step_000100
     run.config                                 # config.json, read on first use, then kept

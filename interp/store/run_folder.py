@@ -28,7 +28,7 @@ import json
 import os
 import platform
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -148,7 +148,12 @@ def git_sha() -> str | None:
     return sha if len(sha) == 40 else None
 
 
-def create_run(run_dir: str | os.PathLike[str], config: Mapping[str, Any]) -> Path:
+def create_run(
+    run_dir: str | os.PathLike[str],
+    config: Mapping[str, Any],
+    *,
+    migrate: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> Path:
     """Create a run folder with its config.json, or accept an existing one with the same config.
 
     Args:
@@ -156,6 +161,7 @@ def create_run(run_dir: str | os.PathLike[str], config: Mapping[str, Any]) -> Pa
         config: JSON-ready run config, e.g. ``{"model": {...}, "task": {...}, "train": {...}}``.
             Reserved keys (format_version, versions, git_sha) in it are ignored, so a config
             read back with `read_config` can be passed again.
+        migrate: See `check_same_config`.
 
     Returns:
         The run folder.
@@ -168,7 +174,7 @@ def create_run(run_dir: str | os.PathLike[str], config: Mapping[str, Any]) -> Pa
     user = _user_config(config)
     path = run_dir / CONFIG_FILE
     if path.exists():
-        check_same_config(run_dir, user)
+        check_same_config(run_dir, user, migrate=migrate)
         return run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     full = {"format_version": FORMAT_VERSION, **user}
@@ -179,8 +185,16 @@ def create_run(run_dir: str | os.PathLike[str], config: Mapping[str, Any]) -> Pa
     return run_dir
 
 
-def check_same_config(run_dir: str | os.PathLike[str], config: Mapping[str, Any]) -> None:
+def check_same_config(
+    run_dir: str | os.PathLike[str],
+    config: Mapping[str, Any],
+    *,
+    migrate: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> None:
     """Refuse to write `config` into a run folder that holds a different run (no-op if it holds none).
+
+    `migrate`, if given, turns the stored config (reserved keys left out) into the current form
+    of its engine's config before the comparison, so a run written by an older `interp` resumes.
 
     Raises:
         ConfigError: Naming the first key whose value differs.
@@ -189,7 +203,10 @@ def check_same_config(run_dir: str | os.PathLike[str], config: Mapping[str, Any]
     path = Path(run_dir) / CONFIG_FILE
     if not path.exists():
         return
-    difference = _first_difference(_user_config(read_config(run_dir)), _user_config(config))
+    stored = _user_config(read_config(run_dir))
+    if migrate is not None:
+        stored = migrate(stored)
+    difference = _first_difference(stored, _user_config(config))
     if difference is not None:
         key, old, new = difference
         raise ConfigError(

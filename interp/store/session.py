@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +55,11 @@ from interp.store.run_folder import (
 
 @contextlib.contextmanager
 def open_run(
-    run_dir: str | os.PathLike[str], config: Mapping[str, Any], digests: Mapping[str, str] | None = None
+    run_dir: str | os.PathLike[str],
+    config: Mapping[str, Any],
+    digests: Mapping[str, str] | None = None,
+    *,
+    migrate: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> Iterator[RunSession]:
     """Create (or verify) the run folder, hold its lock, and yield its `RunSession`.
 
@@ -64,12 +68,15 @@ def open_run(
         config: What `config.json` holds; an existing folder must hold the same.
         digests: ``{split name: digest}`` of the data the run trains on (`interp.splits.split_digests`),
             stored with every checkpoint and checked on resume; None for runs without splits.
+        migrate: Turns the config an existing folder holds into the current form before it is
+            compared with `config` (a run written by an older `interp` resumes; its config.json
+            stays as written).
 
     Raises:
         ConfigError: If the folder holds a run with another config.
         CheckpointError: If another process holds the folder's lock.
     """
-    path = create_run(run_dir, config)
+    path = create_run(run_dir, config, migrate=migrate)
     with run_lock(path):
         yield RunSession(path, None if digests is None else dict(digests))
 
