@@ -169,11 +169,88 @@ class RecoveryGap:
 
     Mixed into results with ``source_logit_diff`` and ``target_logit_diff`` (`SiteEffects`,
     ``path-patch``): below `MIN_RECOVERY_GAP` their tables and figures show no recovery.
-    `from_pairs` builds any of them from what the patch measured.
     """
 
     source_logit_diff: float
     target_logit_diff: float
+
+    @property
+    def gap(self) -> float:
+        """The recovery's denominator, LD_source - LD_target (logits)."""
+        return self.source_logit_diff - self.target_logit_diff
+
+    @property
+    def recovery_defined(self) -> bool:
+        """Whether |gap| reaches `MIN_RECOVERY_GAP`; if not, no recovery is reported."""
+        return abs(self.gap) >= MIN_RECOVERY_GAP
+
+    def undefined_note(self) -> str:
+        """Why the recoveries are not shown (empty when they are defined)."""
+        if self.recovery_defined:
+            return ""
+        return (
+            f"recovery undefined: |LD_source - LD_target| = {abs(self.gap):.3g} < {MIN_RECOVERY_GAP} logits "
+            "(the model barely tells the inputs apart; see logit_diff)"
+        )
+
+    def table(self, rows: int = 12) -> str:
+        """The compact text table, headed by why recoveries are undefined if they are."""
+        note = self.undefined_note()
+        return (note + "\n" if note else "") + super().table(rows)
+
+    def mark_undefined(self, fig: go.Figure) -> None:
+        """Say in `fig` that its recoveries are undefined, if they are."""
+        if not self.recovery_defined:
+            fig.add_annotation(
+                text=self.undefined_note(),
+                xref="paper",
+                yref="paper",
+                x=0.5,
+                y=1.0,
+                showarrow=False,
+                yanchor="bottom",
+                font={"color": "firebrick"},
+            )
+
+
+@dataclass(frozen=True)
+class PairEffects(RecoveryGap, Result):
+    """What every pair-patching result holds (``patch``, ``attribute``, ``path-patch``), built by
+    `from_pairs`; each adds the axes of its patches (sites, or senders and receivers).
+
+    Attributes:
+        split: The target split.
+        source: ``"counterfactual"`` or the source split.
+        n_pairs: Number of pairs measured.
+        source_logit_diff: LD of the unpatched source runs.
+        target_logit_diff: LD of the unpatched target runs.
+        recovery: Normalised logit-difference recovery, [*patches].
+        logit_diff: Patched logit difference, [*patches].
+        recovery_low: Lower end of the recovery's bootstrap interval, [*patches].
+        recovery_high: Upper end, [*patches].
+        logit_diff_low: Lower end of the patched logit difference's interval, [*patches].
+        logit_diff_high: Upper end, [*patches].
+        p_value: Permutation p-value per patch, [*patches] (NaN without permutations).
+        per_example: Patched logit difference of every pair, [*patches, n_pairs].
+        source_per_example: Unpatched source logit difference of every pair, [n_pairs].
+        target_per_example: Unpatched target logit difference of every pair, [n_pairs].
+    """
+
+    split: str
+    source: str
+    n_pairs: int
+    source_logit_diff: float
+    target_logit_diff: float
+    recovery: Tensor
+    logit_diff: Tensor
+    recovery_low: Tensor
+    recovery_high: Tensor
+    logit_diff_low: Tensor
+    logit_diff_high: Tensor
+    p_value: Tensor
+    per_example: Tensor
+    source_per_example: Tensor
+    target_per_example: Tensor
 
     @classmethod
     def from_pairs(
@@ -224,90 +301,23 @@ class RecoveryGap:
             **fields,
         )
 
-    @property
-    def gap(self) -> float:
-        """The recovery's denominator, LD_source - LD_target (logits)."""
-        return self.source_logit_diff - self.target_logit_diff
-
-    @property
-    def recovery_defined(self) -> bool:
-        """Whether |gap| reaches `MIN_RECOVERY_GAP`; if not, no recovery is reported."""
-        return abs(self.gap) >= MIN_RECOVERY_GAP
-
-    def undefined_note(self) -> str:
-        """Why the recoveries are not shown (empty when they are defined)."""
-        if self.recovery_defined:
-            return ""
-        return (
-            f"recovery undefined: |LD_source - LD_target| = {abs(self.gap):.3g} < {MIN_RECOVERY_GAP} logits "
-            "(the model barely tells the inputs apart; see logit_diff)"
-        )
-
-    def table(self, rows: int = 12) -> str:
-        """The compact text table, headed by why recoveries are undefined if they are."""
-        note = self.undefined_note()
-        return (note + "\n" if note else "") + super().table(rows)
-
-    def mark_undefined(self, fig: go.Figure) -> None:
-        """Say in `fig` that its recoveries are undefined, if they are."""
-        if not self.recovery_defined:
-            fig.add_annotation(
-                text=self.undefined_note(),
-                xref="paper",
-                yref="paper",
-                x=0.5,
-                y=1.0,
-                showarrow=False,
-                yanchor="bottom",
-                font={"color": "firebrick"},
-            )
-
 
 @dataclass(frozen=True)
-class SiteEffects(RecoveryGap, Result):
-    """Effects of every patched site, flattened site after site (row-major within a site).
+class SiteEffects(PairEffects):
+    """Effects of every patched site, flattened site after site (row-major within a site): the
+    `PairEffects` fields with [*patches] = [n_patches].
 
     Attributes:
-        split: The target split.
-        source: ``"counterfactual"`` or the source split.
         sites: Site names, in order.
         axes: Axis names per site (e.g. ``{"z": ["layer", "head"]}``).
         shapes: Effect tensor shape per site.
-        n_pairs: Number of pairs measured.
-        source_logit_diff: LD of the unpatched source runs.
-        target_logit_diff: LD of the unpatched target runs.
-        recovery: Normalised logit-difference recovery, [n_patches].
-        logit_diff: Patched logit difference, [n_patches].
-        recovery_low: Lower end of the recovery's bootstrap interval, [n_patches].
-        recovery_high: Upper end, [n_patches].
-        logit_diff_low: Lower end of the patched logit difference's interval, [n_patches].
-        logit_diff_high: Upper end, [n_patches].
-        p_value: Permutation p-value per patch, [n_patches] (NaN without permutations).
-        per_example: Patched logit difference of every pair, [n_patches, n_pairs].
-        source_per_example: Unpatched source logit difference of every pair, [n_pairs].
-        target_per_example: Unpatched target logit difference of every pair, [n_pairs].
     """
 
     effect_keys: ClassVar[tuple[str, ...]] = STAT_KEYS
     what: ClassVar[str] = "Patching"
-    split: str
-    source: str
     sites: list[str]
     axes: dict[str, list[str]]
     shapes: dict[str, list[int]]
-    n_pairs: int
-    source_logit_diff: float
-    target_logit_diff: float
-    recovery: Tensor
-    logit_diff: Tensor
-    recovery_low: Tensor
-    recovery_high: Tensor
-    logit_diff_low: Tensor
-    logit_diff_high: Tensor
-    p_value: Tensor
-    per_example: Tensor
-    source_per_example: Tensor
-    target_per_example: Tensor
 
     def site(self, name: str) -> dict[str, Tensor]:
         """Every per-patch tensor of one site (`effect_keys`), in the site's own shape."""
