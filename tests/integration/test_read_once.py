@@ -1,6 +1,7 @@
 """A command reads a run's config.json once (`interp.store.handle.RunHandle`), whatever the
 number of checkpoints it walks: `interp patch --ckpt RUN` (whose argument check opens the run
-before torch loads and hands it on) and `interp evolve` over runs of 2 and 5 checkpoints.
+before torch loads and hands it on) and `interp evolve` over runs of 2 and 5 checkpoints (of
+``drift``, which also loads the run's first checkpoint at every step).
 
 Every way of opening a file that the code could take is counted (`open`, `io.open`, `os.open`
 and `Path.open` / `read_text` / `read_bytes`), once per outermost call, for any path named
@@ -106,7 +107,7 @@ def test_evolve_reads_the_config_once_whatever_the_number_of_checkpoints(tmp_pat
     run = tiny_run(tmp_path / "run", checkpoints)
     counter = OpenCounter(monkeypatch)
     out = tmp_path / "evolution"
-    invoke("evolve", "--run", str(run), "--analysis", "fingerprint", "--out", str(out), "--no-progress")
-    assert (out / "fingerprint.csv").is_file()
-    assert len(list((out / "cache" / "fingerprint").iterdir())) == checkpoints  # every checkpoint analysed
+    invoke("evolve", "--run", str(run), "--analysis", "drift", "--out", str(out), "--no-progress")
+    assert (out / "drift.csv").is_file()
+    assert len(list((out / "cache" / "drift").iterdir())) == checkpoints  # every checkpoint analysed
     assert dict(counter.opens) == {str((run / "config.json").resolve()): 1}
