@@ -18,6 +18,7 @@ from plotly.subplots import make_subplots
 
 from analyses.base import Analysis, param
 from analyses.effects import (
+    STAT_KEYS,
     PairEffects,
     PairParams,
     add_interval_row,
@@ -70,15 +71,7 @@ class PathPatchResult(PairEffects):
 
     def to_frame(self) -> pd.DataFrame:
         """One row per path (sender, receiver) that exists, largest |recovery| first."""
-        keys = (
-            "recovery",
-            "logit_diff",
-            "recovery_low",
-            "recovery_high",
-            "logit_diff_low",
-            "logit_diff_high",
-            "p_value",
-        )
+        keys = STAT_KEYS
         rows = [
             {"sender": sender, "receiver": receiver, **{k: getattr(self, k)[s, r].item() for k in keys}}
             for s, sender in enumerate(self.senders)
