@@ -32,7 +32,6 @@ from analyses.effects import (
 )
 from analyses.registry import REGISTRY
 from analyses.subject import Subject
-from interp.config import to_dict
 from interp.dissect.attribution import AttributionSweep, attribution_sweep
 from interp.dissect.patching import SITES, parse_sites, patch_sweep
 from interp.dissect.rank_stats import pearson
@@ -134,27 +133,18 @@ def compute(subject: Subject, params: Params) -> AttributeResult:
         actual = patch_sweep(subject.model, pairs, sites)
         patched, patched_recovery = _flat(actual, sites, "logit_diff"), _flat(actual, sites, "recovery")
         correlation = _correlations(sweep, actual, sites)
-    return AttributeResult(
-        params=to_dict(params),
-        step=subject.step,
-        split=params.split,
-        source=params.source,
+    return AttributeResult.from_pairs(
+        subject,
+        params,
+        pairs,
+        sweep,
+        stats,
+        logit_diff=_flat(sweep, sites, "logit_diff"),
+        recovery=_flat(sweep, sites, "recovery"),
+        per_example=per_example,
         sites=sites,
         axes={s: list(sweep.effects[s].axes) for s in sites},
         shapes={s: list(sweep.effects[s].logit_diff.shape) for s in sites},
-        n_pairs=len(pairs),
-        source_logit_diff=sweep.source_logit_diff,
-        target_logit_diff=sweep.target_logit_diff,
-        recovery=_flat(sweep, sites, "recovery"),
-        logit_diff=_flat(sweep, sites, "logit_diff"),
-        recovery_low=stats.recovery_low,
-        recovery_high=stats.recovery_high,
-        logit_diff_low=stats.logit_diff_low,
-        logit_diff_high=stats.logit_diff_high,
-        p_value=stats.p_value,
-        per_example=per_example,
-        source_per_example=sweep.source_per_example,
-        target_per_example=sweep.target_per_example,
         patched_logit_diff=patched,
         patched_recovery=patched_recovery,
         correlation=correlation,

@@ -12,7 +12,6 @@ the analyses that wrap it).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 import pandas as pd
@@ -24,7 +23,9 @@ from analyses.subject import Subject
 from interp.config import to_dict
 from interp.dissect.weights import parameter_cosine
 from interp.errors import ConfigError
-from interp.store import checkpoint_dir, list_checkpoints, load_checkpoint, run_of
+from interp.store import load_checkpoint
+from interp.store.checkpoint import Checkpoint
+from interp.store.handle import RunHandle
 
 
 @dataclass(frozen=True)
@@ -89,17 +90,21 @@ class DriftResult(Result):
         return fig
 
 
-def _default_reference(source: str | None) -> Path:
-    if source is None:
+def _reference(subject: Subject, params: Params) -> Checkpoint:
+    """`params.reference`, else the first checkpoint of the subject's run (through its handle:
+    over a whole run, `evolve` then reads the run's config once).
+    """
+    if params.reference:
+        return load_checkpoint(params.reference, load_train_state=False)
+    if subject.run is None and subject.source is None:
         raise ConfigError("drift needs --reference when the subject does not come from a checkpoint")
-    run_dir = run_of(source)
-    steps = list_checkpoints(run_dir)
-    return checkpoint_dir(run_dir, steps[0])
+    run = subject.run or RunHandle.open(subject.source)
+    return run.load_checkpoint(run.steps[0])
 
 
 def compute(subject: Subject, params: Params) -> DriftResult:
     """Cosine between `subject.model` and the reference checkpoint."""
-    ref = load_checkpoint(params.reference or _default_reference(subject.source), load_train_state=False)
+    ref = _reference(subject, params)
     drift = parameter_cosine(subject.model.state_dict(), ref.state_dict)
     return DriftResult(
         params=to_dict(params),

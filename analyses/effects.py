@@ -25,6 +25,7 @@ from torch import Tensor
 
 from analyses.base import Result, param
 from analyses.subject import Subject
+from interp.config import to_dict
 from interp.dissect.patch_stats import EffectStats, effect_statistics, permutation_null
 from interp.dissect.patching import PatchPairs, aligned_pairs, cross_pairs
 from interp.errors import ConfigError
@@ -213,37 +214,30 @@ class RecoveryGap:
 
 
 @dataclass(frozen=True)
-class SiteEffects(RecoveryGap, Result):
-    """Effects of every patched site, flattened site after site (row-major within a site).
+class PairEffects(RecoveryGap, Result):
+    """What every pair-patching result holds (``patch``, ``attribute``, ``path-patch``), built by
+    `from_pairs`; each adds the axes of its patches (sites, or senders and receivers).
 
     Attributes:
         split: The target split.
         source: ``"counterfactual"`` or the source split.
-        sites: Site names, in order.
-        axes: Axis names per site (e.g. ``{"z": ["layer", "head"]}``).
-        shapes: Effect tensor shape per site.
         n_pairs: Number of pairs measured.
         source_logit_diff: LD of the unpatched source runs.
         target_logit_diff: LD of the unpatched target runs.
-        recovery: Normalised logit-difference recovery, [n_patches].
-        logit_diff: Patched logit difference, [n_patches].
-        recovery_low: Lower end of the recovery's bootstrap interval, [n_patches].
-        recovery_high: Upper end, [n_patches].
-        logit_diff_low: Lower end of the patched logit difference's interval, [n_patches].
-        logit_diff_high: Upper end, [n_patches].
-        p_value: Permutation p-value per patch, [n_patches] (NaN without permutations).
-        per_example: Patched logit difference of every pair, [n_patches, n_pairs].
+        recovery: Normalised logit-difference recovery, [*patches].
+        logit_diff: Patched logit difference, [*patches].
+        recovery_low: Lower end of the recovery's bootstrap interval, [*patches].
+        recovery_high: Upper end, [*patches].
+        logit_diff_low: Lower end of the patched logit difference's interval, [*patches].
+        logit_diff_high: Upper end, [*patches].
+        p_value: Permutation p-value per patch, [*patches] (NaN without permutations).
+        per_example: Patched logit difference of every pair, [*patches, n_pairs].
         source_per_example: Unpatched source logit difference of every pair, [n_pairs].
         target_per_example: Unpatched target logit difference of every pair, [n_pairs].
     """
 
-    effect_keys: ClassVar[tuple[str, ...]] = STAT_KEYS
-    what: ClassVar[str] = "Patching"
     split: str
     source: str
-    sites: list[str]
-    axes: dict[str, list[str]]
-    shapes: dict[str, list[int]]
     n_pairs: int
     source_logit_diff: float
     target_logit_diff: float
@@ -257,6 +251,73 @@ class SiteEffects(RecoveryGap, Result):
     per_example: Tensor
     source_per_example: Tensor
     target_per_example: Tensor
+
+    @classmethod
+    def from_pairs(
+        cls,
+        subject: Subject,
+        params: Any,
+        pairs: PatchPairs,
+        unpatched: Any,
+        stats: EffectStats,
+        *,
+        logit_diff: Tensor,
+        recovery: Tensor,
+        per_example: Tensor,
+        **fields: Any,
+    ) -> Any:
+        """The result of a pair-patching analysis: the fields every one shares, and its own `fields`.
+
+        Args:
+            subject: What was patched (its checkpoint's step is kept).
+            params: `PairParams` (stored with the result; ``split`` and ``source`` are shown).
+            pairs: The pairs measured.
+            unpatched: Holds the unpatched runs' ``source_logit_diff`` and ``target_logit_diff``
+                (floats) and ``source_per_example`` and ``target_per_example`` ([n_pairs]).
+            stats: `effect_stats` of `per_example`.
+            logit_diff: Patched logit difference, [*patches].
+            recovery: Its normalised recovery, [*patches].
+            per_example: Patched logit difference of every pair, [*patches, n_pairs].
+            **fields: The analysis's own fields (sites, senders, accuracies, ...).
+        """
+        return cls(
+            params=to_dict(params),
+            step=subject.step,
+            split=params.split,
+            source=params.source,
+            n_pairs=len(pairs),
+            source_logit_diff=unpatched.source_logit_diff,
+            target_logit_diff=unpatched.target_logit_diff,
+            logit_diff=logit_diff,
+            recovery=recovery,
+            recovery_low=stats.recovery_low,
+            recovery_high=stats.recovery_high,
+            logit_diff_low=stats.logit_diff_low,
+            logit_diff_high=stats.logit_diff_high,
+            p_value=stats.p_value,
+            per_example=per_example,
+            source_per_example=unpatched.source_per_example,
+            target_per_example=unpatched.target_per_example,
+            **fields,
+        )
+
+
+@dataclass(frozen=True)
+class SiteEffects(PairEffects):
+    """Effects of every patched site, flattened site after site (row-major within a site): the
+    `PairEffects` fields with [*patches] = [n_patches].
+
+    Attributes:
+        sites: Site names, in order.
+        axes: Axis names per site (e.g. ``{"z": ["layer", "head"]}``).
+        shapes: Effect tensor shape per site.
+    """
+
+    effect_keys: ClassVar[tuple[str, ...]] = STAT_KEYS
+    what: ClassVar[str] = "Patching"
+    sites: list[str]
+    axes: dict[str, list[str]]
+    shapes: dict[str, list[int]]
 
     def site(self, name: str) -> dict[str, Tensor]:
         """Every per-patch tensor of one site (`effect_keys`), in the site's own shape."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,10 +21,7 @@ from analyses.base import RESULT_FILE, Analysis, Result
 from analyses.subject import subject_series
 from interp.config import to_dict
 from interp.errors import CheckpointError, ConfigError
-from interp.store import checkpoint_name, list_checkpoints
-from interp.store.run_folder import read_metrics
-
-ANALYSES_DIR = "analyses"
+from interp.store.handle import RunHandle, writable
 
 
 @dataclass(frozen=True)
@@ -56,13 +52,8 @@ class Evolution:
         return stacked.merge(metrics, on="step", how="left") if len(metrics) else stacked
 
 
-def result_folder(run_dir: str | Path, analysis: str, step: int) -> Path:
-    """`RUN/analyses/NAME/step_N`: where a checkpoint's result is cached."""
-    return Path(run_dir) / ANALYSES_DIR / analysis / checkpoint_name(step)
-
-
 def evolve(
-    run_dir: str | Path,
+    run_dir: str | Path | RunHandle,
     analysis: str | Analysis,
     params: Any = None,
     *,
@@ -76,7 +67,8 @@ def evolve(
     ``evolve(run, grads, grads.params(split="train"))``.
 
     Args:
-        run_dir: A run folder with checkpoints.
+        run_dir: A run folder with checkpoints, or the run opened (`interp.store.handle.RunHandle`):
+            its config is read once for the whole series.
         analysis: A registered analysis, or its name.
         params: Its `Params` (default: built from `values`).
         progress: Show a progress bar over checkpoints.
@@ -93,32 +85,26 @@ def evolve(
 
     analysis = get_analysis(analysis) if isinstance(analysis, str) else analysis
     params = _params(analysis, params, values)
-    run_dir = Path(run_dir)
-    steps = list_checkpoints(run_dir)
+    run = RunHandle.open(run_dir)
+    steps = run.steps
     if not steps:
-        raise CheckpointError(f"{run_dir} has no checkpoints to evolve over", "train it first (interp train)")
+        raise CheckpointError(
+            f"{run.run_dir} has no checkpoints to evolve over", "train it first (interp train)"
+        )
     wanted = json.loads(json.dumps(to_dict(params)))
-    root = Path(cache) if cache is not None else run_dir / ANALYSES_DIR
-    writable = _writable(root)
-    folders = {step: root / analysis.name / checkpoint_name(step) for step in steps}
+    folders = {step: run.result_folder(analysis.name, step, cache) for step in steps}
+    save = writable(folders[steps[0]])
     results = {step: _cached(folders[step], analysis, wanted) for step in steps}
     missing = [step for step in steps if results[step] is None]
     # One model and one set of splits for the whole series (`subject_series`): a checkpoint
     # then costs its weights' load and the analysis, not a model build and a data rebuild.
-    series = subject_series(run_dir, missing)
+    series = subject_series(run, missing)
     for subject in tqdm(series, total=len(missing), disable=not progress, unit="ckpt", desc=analysis.name):
         result = analysis.compute(subject, params)
-        if writable:
+        if save:
             result.save(folders[subject.step], figure=False)
         results[subject.step] = result
-    return Evolution(run_dir, analysis.name, steps, [results[step] for step in steps], read_metrics(run_dir))
-
-
-def _writable(folder: Path) -> bool:
-    """Whether `folder` (or, if it does not exist yet, its nearest existing parent) can be written."""
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    return os.access(folder, os.W_OK)
+    return Evolution(run.run_dir, analysis.name, steps, [results[step] for step in steps], run.metrics())
 
 
 def _params(analysis: Analysis, params: Any, values: dict[str, Any]) -> Any:

@@ -39,7 +39,6 @@ from analyses.effects import (
 )
 from analyses.registry import REGISTRY
 from analyses.subject import Subject
-from interp.config import to_dict
 from interp.dissect.patching import PatchSweep, parse_sites, patch_sweep
 
 __all__ = ["ANALYSIS", "Params", "PatchResult", "compute", "pairs_for"]
@@ -107,27 +106,18 @@ def compute(subject: Subject, params: Params) -> PatchResult:
         lambda other: _flat_logit_diff(patch_sweep(subject.model, other, sites), sites),
         pairs,
     )
-    return PatchResult(
-        params=to_dict(params),
-        step=subject.step,
-        split=params.split,
-        source=params.source,
+    return PatchResult.from_pairs(
+        subject,
+        params,
+        pairs,
+        sweep,
+        stats,
+        logit_diff=_flat_logit_diff(sweep, sites),
+        recovery=torch.cat([e.recovery.flatten() for e in effects]),
+        per_example=per_example,
         sites=sites,
         axes={e.site: list(e.axes) for e in effects},
         shapes={e.site: list(e.recovery.shape) for e in effects},
-        n_pairs=len(pairs),
-        source_logit_diff=sweep.source_logit_diff,
-        target_logit_diff=sweep.target_logit_diff,
-        recovery=torch.cat([e.recovery.flatten() for e in effects]),
-        logit_diff=_flat_logit_diff(sweep, sites),
-        recovery_low=stats.recovery_low,
-        recovery_high=stats.recovery_high,
-        logit_diff_low=stats.logit_diff_low,
-        logit_diff_high=stats.logit_diff_high,
-        p_value=stats.p_value,
-        per_example=per_example,
-        source_per_example=sweep.source_per_example,
-        target_per_example=sweep.target_per_example,
         source_accuracy=sweep.source_accuracy,
         target_accuracy=sweep.target_accuracy,
         accuracy=torch.cat([e.accuracy.flatten() for e in effects]),

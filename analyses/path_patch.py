@@ -18,19 +18,18 @@ from typing import ClassVar
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
-from torch import Tensor
 
-from analyses.base import Analysis, Result, param
+from analyses.base import Analysis, param
 from analyses.effects import (
+    STAT_KEYS,
+    PairEffects,
     PairParams,
-    RecoveryGap,
     add_interval_row,
     effect_stats,
     pairs_for,
 )
 from analyses.registry import REGISTRY
 from analyses.subject import Subject
-from interp.config import to_dict
 from interp.dissect.path_patching import path_patch
 
 DEFINITION = """\
@@ -60,59 +59,22 @@ class Params(PairParams):
 
 
 @dataclass(frozen=True)
-class PathPatchResult(RecoveryGap, Result):
-    """Path-patching effect of every sender head on every receiver.
+class PathPatchResult(PairEffects):
+    """Path-patching effect of every sender head on every receiver: the `PairEffects` fields
+    with [*patches] = [sender, receiver] (NaN where there is no path).
 
     Attributes:
-        split: The target split.
-        source: ``"counterfactual"`` or the source split.
         senders: Sender heads (``L0H0``, ...), the first tensor axis.
         receivers: Receivers (``L1H0.q``, ..., ``logits``), the second axis.
-        n_pairs: Number of pairs measured.
-        source_logit_diff: LD of the unpatched source runs.
-        target_logit_diff: LD of the unpatched target runs.
-        logit_diff: Patched logit difference, [sender, receiver] (NaN: no path).
-        recovery: Its normalised recovery, [sender, receiver].
-        recovery_low: Lower end of the recovery's bootstrap interval, [sender, receiver].
-        recovery_high: Upper end, [sender, receiver].
-        logit_diff_low: Lower end of the logit difference's interval, [sender, receiver].
-        logit_diff_high: Upper end, [sender, receiver].
-        p_value: Permutation p-value, [sender, receiver] (NaN without permutations).
-        per_example: Patched logit difference of every pair, [sender, receiver, n_pairs].
-        source_per_example: Unpatched source logit differences, [n_pairs].
-        target_per_example: Unpatched target logit differences, [n_pairs].
     """
 
     analysis: ClassVar[str] = "path-patch"
-    split: str
-    source: str
     senders: list[str]
     receivers: list[str]
-    n_pairs: int
-    source_logit_diff: float
-    target_logit_diff: float
-    logit_diff: Tensor
-    recovery: Tensor
-    recovery_low: Tensor
-    recovery_high: Tensor
-    logit_diff_low: Tensor
-    logit_diff_high: Tensor
-    p_value: Tensor
-    per_example: Tensor
-    source_per_example: Tensor
-    target_per_example: Tensor
 
     def to_frame(self) -> pd.DataFrame:
         """One row per path (sender, receiver) that exists, largest |recovery| first."""
-        keys = (
-            "recovery",
-            "logit_diff",
-            "recovery_low",
-            "recovery_high",
-            "logit_diff_low",
-            "logit_diff_high",
-            "p_value",
-        )
+        keys = STAT_KEYS
         rows = [
             {"sender": sender, "receiver": receiver, **{k: getattr(self, k)[s, r].item() for k in keys}}
             for s, sender in enumerate(self.senders)
@@ -183,26 +145,17 @@ def compute(subject: Subject, params: Params) -> PathPatchResult:
         lambda other: path_patch(subject.model, other, params.receivers).logit_diff,
         pairs,
     )
-    return PathPatchResult(
-        params=to_dict(params),
-        step=subject.step,
-        split=params.split,
-        source=params.source,
-        senders=list(effects.senders),
-        receivers=list(effects.receivers),
-        n_pairs=len(pairs),
-        source_logit_diff=effects.source_logit_diff,
-        target_logit_diff=effects.target_logit_diff,
+    return PathPatchResult.from_pairs(
+        subject,
+        params,
+        pairs,
+        effects,
+        stats,
         logit_diff=effects.logit_diff,
         recovery=effects.recovery,
-        recovery_low=stats.recovery_low,
-        recovery_high=stats.recovery_high,
-        logit_diff_low=stats.logit_diff_low,
-        logit_diff_high=stats.logit_diff_high,
-        p_value=stats.p_value,
         per_example=effects.per_example,
-        source_per_example=effects.source_per_example,
-        target_per_example=effects.target_per_example,
+        senders=list(effects.senders),
+        receivers=list(effects.receivers),
     )
 
 

@@ -14,12 +14,11 @@ from pathlib import Path
 
 from torch import nn
 
-from interp.errors import CheckpointError, ConfigError, did_you_mean, note
+from interp.errors import ConfigError, did_you_mean
 from interp.splits import Split, Task, split_digests
-from interp.store import checkpoint_dir
-from interp.store.checkpoint import Checkpoint, load_checkpoint, load_state_into
-from models import build_model, load_model
-from models.config import config_from_dict
+from interp.store.checkpoint import Checkpoint
+from interp.store.handle import DIGESTS_KEY, RunHandle, check_digest, check_digests
+from models import load_model, model_from_checkpoint
 from tasks import task_from_dict
 
 
@@ -37,6 +36,8 @@ class Subject:
         digests: ``{split name: digest}`` stored in the checkpoint (what the model was trained
             on); `split` refuses a split whose digest differs. None: nothing to check against.
         force_data: Analyse splits whose digest differs anyway (a note says so).
+        run: The run it came from, opened once (`interp.store.handle.RunHandle`), if it came from one:
+            its config, its other checkpoints, its result folders.
     """
 
     model: nn.Module
@@ -47,6 +48,7 @@ class Subject:
     loss: str = "cross_entropy"
     digests: Mapping[str, str] | None = None
     force_data: bool = False
+    run: RunHandle | None = field(default=None, repr=False, compare=False)
     _checked: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def split(self, name: str) -> Split:
@@ -67,35 +69,23 @@ class Subject:
         return split
 
 
-def check_digest(name: str, found: str, stored: str, source: str | None, *, force: bool) -> None:
-    """Refuse (or with `force`, note) a split whose digest `found` differs from the `stored` one.
-
-    Raises:
-        CheckpointError: Naming the split, both digests and the checkpoint, unless `force`.
-    """
-    if found == stored:
-        return
-    where = source or "the checkpoint"
-    message = (
-        f"split {name!r} has digest {found}, but {where} was trained on split {name!r} with digest "
-        f"{stored}: the data differ (the task code, data seed or config changed)"
-    )
-    if not force:
-        raise CheckpointError(
-            message, "analyse the run's own data, or pass force_data=True (CLI: --force-data)"
-        )
-    note(message + "; analysed anyway (forced)")
-
-
-def load_subject(path: str | Path, *, force_data: bool = False, allow_nonfinite: bool = False) -> Subject:
-    """Load the model of a checkpoint folder (or a run folder's latest) with its task's splits.
+def load_subject(
+    path: str | Path | RunHandle,
+    step: int | None = None,
+    *,
+    force_data: bool = False,
+    allow_nonfinite: bool = False,
+) -> Subject:
+    """Load the model of a checkpoint folder (or a run folder's checkpoint) with its task's splits.
 
     The splits are rebuilt from the run's task config and data seed, then checked against the
     digests stored in the checkpoint, so an analysis never runs on data that differs from what
     the model was trained on.
 
     Args:
-        path: A checkpoint folder, or a run folder (its LATEST).
+        path: A checkpoint folder, a run folder, or a run opened with `interp.store.handle.RunHandle`
+            (its config is not read again).
+        step: The checkpoint's step; None: the checkpoint folder given, or the run's LATEST.
         force_data: Analyse even if a rebuilt split's digest differs (a note names both).
         allow_nonfinite: Load weights holding NaN or inf (refused by default).
 
@@ -103,46 +93,55 @@ def load_subject(path: str | Path, *, force_data: bool = False, allow_nonfinite:
         CheckpointError: If the checkpoint is missing, damaged or not finite, or the data does
             not match (naming the split and both digests).
     """
-    model, ckpt = load_model(path, allow_nonfinite=allow_nonfinite)
-    where = str(ckpt.run_dir / "config.json")
-    task = task_from_dict(ckpt.config["task"], where=where)
-    splits = task.splits(ckpt.config["train"]["data_seed"])
-    return _subject(model, ckpt, task, splits, split_digests(splits), force_data=force_data)
+    run = RunHandle.open(path)
+    model, ckpt = load_model(run, step, allow_nonfinite=allow_nonfinite)
+    task, splits, digests = _data(run)
+    return _subject(model, ckpt, run, task, splits, digests, force_data=force_data)
 
 
 def subject_series(
-    run_dir: str | Path, steps: Iterable[int], *, force_data: bool = False, allow_nonfinite: bool = False
+    run: str | Path | RunHandle,
+    steps: Iterable[int],
+    *,
+    force_data: bool = False,
+    allow_nonfinite: bool = False,
 ) -> Iterator[Subject]:
     """The subjects of a run's checkpoints `steps`, one at a time, as `load_subject` gives them.
 
-    The task's splits (and their digests) are built once, and one model is built once and takes
-    each checkpoint's weights in turn, so a series costs one load per checkpoint and holds one
-    model in memory. A yielded subject is valid until the next one is produced (its model's
-    weights are replaced then): use it before advancing.
+    The run's config is read once, the task's splits (and their digests) are built once, and one
+    model is built once and takes each checkpoint's weights in turn, so a series costs one load
+    per checkpoint and holds one model in memory. A yielded subject is valid until the next one
+    is produced (its model's weights are replaced then): use it before advancing.
+
+    Args:
+        run: A run folder, or a run opened with `interp.store.handle.RunHandle`.
+        steps: Checkpoint steps, in the order wanted.
+        force_data: As in `load_subject`.
+        allow_nonfinite: As in `load_subject`.
 
     Raises:
         CheckpointError: If a checkpoint is missing, damaged or not finite, or the data does not match.
     """
-    model = task = splits = digests = None
+    run = RunHandle.open(run)
+    model = data = None
     for step in steps:
-        ckpt = load_checkpoint(
-            checkpoint_dir(run_dir, step), load_train_state=False, allow_nonfinite=allow_nonfinite
-        )
-        where = str(ckpt.run_dir / "config.json")
-        if model is None:
-            model = build_model(config_from_dict(ckpt.config["model"], where=where))
-            task = task_from_dict(ckpt.config["task"], where=where)
-            splits = task.splits(ckpt.config["train"]["data_seed"])
-            digests = split_digests(splits)
-        # New tensors, not copies into the old ones: a result that kept a view of the previous
-        # checkpoint's weights keeps their values.
-        load_state_into(model, ckpt.state_dict, where=str(ckpt.path), assign=True)
-        yield _subject(model.eval(), ckpt, task, splits, digests, force_data=force_data)
+        ckpt = run.load_checkpoint(step, allow_nonfinite=allow_nonfinite)
+        model = model_from_checkpoint(ckpt, model)
+        data = data or _data(run)
+        yield _subject(model, ckpt, run, *data, force_data=force_data)
+
+
+def _data(run: RunHandle) -> tuple[Task, dict[str, Split], dict[str, str]]:
+    """The task of `run`'s config, its splits for the run's data seed, and their digests."""
+    task = task_from_dict(run.config["task"], where=str(run.config_path))
+    splits = task.splits(run.config["train"]["data_seed"])
+    return task, splits, split_digests(splits)
 
 
 def _subject(
     model: nn.Module,
     ckpt: Checkpoint,
+    run: RunHandle,
     task: Task,
     splits: Mapping[str, Split],
     rebuilt: dict[str, str],
@@ -150,21 +149,9 @@ def _subject(
     force_data: bool,
 ) -> Subject:
     """A subject of `ckpt`'s model, its splits checked against the digests it stored."""
-    stored = ckpt.meta.get("fingerprints")
+    stored = ckpt.meta.get(DIGESTS_KEY)
     if stored is not None:
-        for name in sorted(set(stored) | set(rebuilt)):
-            if name not in rebuilt or name not in stored:
-                message = (
-                    f"{ckpt.path} was trained on splits {sorted(stored)}, "
-                    f"but the task now builds {sorted(rebuilt)}"
-                )
-                if not force_data:
-                    raise CheckpointError(
-                        message, "pass force_data=True (CLI: --force-data) to analyse anyway"
-                    )
-                note(message)
-                continue
-            check_digest(name, rebuilt[name], stored[name], str(ckpt.path), force=force_data)
+        check_digests(stored, rebuilt, ckpt.path, force=force_data)
     return Subject(
         model=model,
         task=task,
@@ -174,4 +161,5 @@ def _subject(
         loss=ckpt.config["train"].get("loss", "cross_entropy"),
         digests=stored,
         force_data=force_data,
+        run=run,
     )

@@ -1,7 +1,7 @@
 """Frozen dataclass configs: strict JSON conversion, field help, and field checks.
 
-Configs are small frozen dataclasses, one per concern (tasks, models, training, fine-tuning,
-WLMD, analysis `Params`). This module, which imports no torch, is what they share:
+Configs are small frozen dataclasses, one per concern (tasks, models, training, WLMD,
+analysis `Params`). This module, which imports no torch, is what they share:
 
 * `to_dict` / `from_dict`: strict conversion to and from JSON-ready dicts. An unknown key is
   an error (a typo in a config file must never be silently ignored), and so is a missing
@@ -33,7 +33,9 @@ def param(default: Any, help: str, *, factory: Any = None, **kwargs: Any) -> Any
         default: The default value (immutable: configs are frozen); ignored with `factory`.
         help: One line saying what the field is, with its unit or valid range.
         factory: A zero-argument callable making the default, for mutable defaults (e.g. `dict`).
-        **kwargs: More metadata (e.g. ``cli=False`` to keep a field off the command line).
+        **kwargs: More metadata (e.g. ``cli=False`` to keep a field off the command line;
+            ``added=True`` for a field added after configs were first written: `to_dict`
+            leaves it out at its default, so older configs stay as they were written).
     """
     metadata = {"help": help, **kwargs}
     if factory is not None:
@@ -87,11 +89,22 @@ def check_bool(owner: str, name: str, value: Any) -> None:
 
 
 def to_dict(config: Any) -> dict[str, Any]:
-    """Return a JSON-ready dict of a (possibly nested) dataclass config."""
-    return _jsonable(dataclasses.asdict(config))
+    """Return a JSON-ready dict of a (possibly nested) dataclass config.
+
+    A field made with ``param(..., added=True)`` is left out while it holds its default: it
+    was added after configs were first written, so a config that does not use it is written as
+    before (a run folder started before the field existed compares equal and resumes).
+    """
+    return _jsonable(config)
 
 
 def _jsonable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            f.name: _jsonable(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+            if not (f.metadata.get("added") and getattr(value, f.name) == f.default)
+        }
     if isinstance(value, dict):
         return {k: _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -108,7 +121,9 @@ def from_dict(cls: type[T], data: Mapping[str, Any], *, where: str | None = None
         where: Where the data came from, for error messages (e.g. a file path).
 
     Returns:
-        An instance of `cls` (its `__post_init__` validation runs as usual).
+        An instance of `cls` (its `__post_init__` validation runs as usual). A class with a
+        static ``migrate(data) -> data`` first turns an older form of its dict into the current
+        one (e.g. `interp.training.config.TrainConfig.migrate`).
 
     Raises:
         ConfigError: On an unknown key, a missing required key, or a non-mapping input.
@@ -116,6 +131,9 @@ def from_dict(cls: type[T], data: Mapping[str, Any], *, where: str | None = None
     origin = f" in {where}" if where else ""
     if not isinstance(data, Mapping):
         raise ConfigError(f"expected a mapping for {cls.__name__}{origin}, got {type(data).__name__}")
+    migrate = getattr(cls, "migrate", None)
+    if migrate is not None:  # an older form of the config, written before a change of its fields
+        data = migrate(data)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(data) - set(fields))
     if unknown:

@@ -24,7 +24,7 @@ _NAMES = {
             "config_to_dict",
         )
     },
-    **{name: "models.build" for name in ("MODELS", "build_model", "load_model")},
+    **{name: "models.build" for name in ("MODELS", "build_model", "load_model", "model_from_checkpoint")},
     "PRESETS": "models.presets",
     "preset_config": "models.presets",
     "QuadraticMLP": "models.quadratic_mlp",

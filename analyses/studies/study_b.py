@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,14 +38,13 @@ from analyses.rank import Params as RankParams
 from analyses.rank import compute as rank
 from analyses.studies.study_b_settings import WLMDSettings
 from analyses.subject import load_subject
-from interp.config import to_dict
 from interp.errors import ConfigError
 from interp.splits import split_digests
 from interp.store import checkpoint_dir, list_checkpoints
 from interp.store.atomic import atomic_write_json
 from interp.store.run_folder import read_metrics
 from interp.training import TrainConfig, run_config, train
-from interp.training.config import FinetuneConfig
+from interp.training.config import finetune_config
 from interp.training.finetune import finetune, trainable_norm
 from interp.wlmd.grid import GridSpec, Schedule
 from interp.wlmd.sampler import ModelCVs, WLMDConfig, walk_record, wlmd_produce, wlmd_run
@@ -229,7 +229,7 @@ def inject(
     *,
     k: int = 37,
     new_classes: bool = False,
-    config: FinetuneConfig | None = None,
+    config: TrainConfig | None = None,
     keep_norm: bool = True,
     seed: int = 0,
     progress: bool = False,
@@ -247,14 +247,9 @@ def inject(
     extended = extend_vocab(model, k, k if new_classes else 0, seed=seed).train()
     norm = trainable_norm(extended)
     constrained = keep_norm and src["train"].get("weight_norm") is not None
-    base = config or FinetuneConfig()
-    cfg = FinetuneConfig(
-        **{
-            **to_dict(base),
-            "betas": tuple(base.betas),
-            "data_seed": src["train"]["data_seed"],
-            "weight_norm": norm if constrained else base.weight_norm,
-        }
+    base = config or finetune_config()
+    cfg = replace(
+        base, data_seed=src["train"]["data_seed"], weight_norm=norm if constrained else base.weight_norm
     )
     extra = {
         "source": str(ckpt.path),

@@ -22,7 +22,7 @@ from interp.config import check_bool, check_int, check_real, from_dict, param, t
 from interp.errors import ConfigError
 
 if TYPE_CHECKING:
-    from interp.training.config import FinetuneConfig
+    from interp.training.config import TrainConfig
     from interp.wlmd.grid import GridSpec, Schedule
 
 Y_TOP = 10.2  # upper edge of the y grid: y = 10 * mean sigmoid(...) <= 10
@@ -173,13 +173,13 @@ class StudyBSettings:
         check_real(owner, "injection_target_acc", self.injection_target_acc, 0, 1, high_open=True)
         check_bool(owner, "injection_keep_norm", self.injection_keep_norm)
 
-    def finetune_config(self) -> FinetuneConfig:
+    def finetune_config(self) -> TrainConfig:
         """The injections' fine-tuning config (the norm is set per source by `study_b.inject`)."""
-        from interp.training.config import FinetuneConfig
+        from interp.training.config import finetune_config
 
-        return FinetuneConfig(
+        return finetune_config(
             lr=self.injection_lr,
-            max_steps=self.max_steps,
+            epochs=self.max_steps,
             eval_every=self.eval_every,
             target_acc=self.injection_target_acc,
         )

@@ -12,9 +12,9 @@ import click
 
 from analyses.registry import REGISTRY
 from interp.cli.options import config_params
-from interp.cli.preflight import check_evolve_args
+from interp.cli.preflight import check_evolve_args, opened_run
 from interp.errors import ConfigError, did_you_mean
-from interp.store.run_folder import run_of
+from interp.store.handle import writable
 
 
 def analysis_command(name: str) -> click.Command:
@@ -26,12 +26,13 @@ def analysis_command(name: str) -> click.Command:
     def run(ckpt: str, out: str | None, force_data: bool, allow_nonfinite: bool, **values: Any) -> None:
         from analyses import load_subject
 
-        subject = load_subject(ckpt, force_data=force_data, allow_nonfinite=allow_nonfinite)
+        # The run the argument check opened before torch loaded: its config is not read again.
+        subject = load_subject(opened_run(ckpt), force_data=force_data, allow_nonfinite=allow_nonfinite)
         try:
             params = analysis.params(**values)
         except TypeError as err:
             raise ConfigError(str(err)) from None
-        folder = Path(out) if out else default_out(subject.source, name)
+        folder = Path(out) if out else subject.run.result_folder(name, subject.step)
         if out is None and not writable(folder):
             raise ConfigError(
                 f"the run folder of {subject.source} cannot be written (read-only), so the result has no "
@@ -70,21 +71,6 @@ def analysis_command(name: str) -> click.Command:
     return click.Command(
         name, callback=run, params=options, help=analysis.summary, short_help=analysis.summary
     )
-
-
-def writable(folder: Path) -> bool:
-    """Whether `folder`, or its nearest existing parent, can be written by this process."""
-    import os
-
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    return os.access(folder, os.W_OK)
-
-
-def default_out(checkpoint: str | None, name: str) -> Path:
-    """`RUN/analyses/NAME/step_N` for checkpoint `RUN/checkpoints/step_N`."""
-    ckpt = Path(checkpoint or ".")
-    return run_of(ckpt) / "analyses" / name / ckpt.name
 
 
 @click.command()
@@ -141,7 +127,7 @@ def evolve(
     given = {
         name.strip().replace("-", "_"): text.strip() for name, _, text in (p.partition("=") for p in params)
     }
-    check_evolve_args(run_dir, given)
+    run = check_evolve_args(run_dir, given)  # opened once: the analysis reads its config from it
     from analyses import get_analysis
     from analyses.evolution import evolve as evolve_run
 
@@ -152,7 +138,7 @@ def evolve(
     folder.mkdir(parents=True, exist_ok=True)
     entry = get_analysis(analysis)
     evolution = evolve_run(
-        run_dir, entry, params_from_strings(entry, params), progress=not no_progress, cache=cache
+        run, entry, params_from_strings(entry, params), progress=not no_progress, cache=cache
     )
     frame = evolution.to_frame()
     frame.to_csv(folder / f"{analysis}.csv", index=False)

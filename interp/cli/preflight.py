@@ -2,19 +2,23 @@
 
 A misspelled split or a run folder that is missing, damaged or being written should be
 refused in a fraction of a second, not after the seconds that importing torch and
-TransformerLens take. Everything here reads only folder names and JSON (`interp.store.layout`,
-`interp.store.run_folder`) and task configs (`tasks`, torch-free); the command itself checks
-the same things again with its own code, so a check missed here is caught there, only later.
+TransformerLens take. Everything here reads only folder names and JSON (`interp.store.handle`,
+`interp.store.layout`) and task configs (`tasks`, torch-free). The run opened here is handed on
+to the command (`opened_run`), so its config.json is read once per command; the command checks
+the data again with its own code, so a check missed here is caught there, only later.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
+import click
+
 from interp.errors import CheckpointError, ConfigError, InterpError, did_you_mean
-from interp.store.layout import list_checkpoints, read_manifest, resolve_checkpoint
-from interp.store.run_folder import read_config, run_of
+from interp.store.handle import RunHandle
+from interp.store.layout import read_manifest
 
 
 def option_values(args: Sequence[str], flag: str) -> list[str]:
@@ -30,47 +34,78 @@ def option_values(args: Sequence[str], flag: str) -> list[str]:
     return values
 
 
-def check_analysis_args(args: Sequence[str]) -> None:
+def check_analysis_args(args: Sequence[str]) -> RunHandle | None:
     """Check an analysis command's raw arguments (`--ckpt`, `--split`, `--splits`) before it loads.
+
+    The run it opens (its config read once) is returned, and kept for the command (`opened_run`).
 
     Args:
         args: The arguments after the command name, as typed.
+
+    Returns:
+        The run of ``--ckpt``, or None when none was given (or help was asked for).
 
     Raises:
         CheckpointError: If the checkpoint or run folder is missing or damaged.
         ConfigError: If a split is not one of the run's.
     """
     if {"-h", "--help"} & set(args):
-        return
+        return None
     for ckpt in option_values(args, "--ckpt")[-1:]:  # click keeps the last one given
-        ckpt_dir = resolve_checkpoint(ckpt)
-        read_manifest(ckpt_dir, run_of(ckpt_dir))
-        config = read_config(run_of(ckpt_dir))
-        check_splits(config, "--split", option_values(args, "--split")[-1:])
+        run = RunHandle.open(ckpt)
+        read_manifest(run.checkpoint_path(), run.run_dir)
+        check_splits(run.config, "--split", option_values(args, "--split")[-1:])
         lists = option_values(args, "--splits")[-1:]
-        check_splits(config, "--splits", [s.strip() for text in lists for s in text.split(",") if s.strip()])
+        check_splits(
+            run.config, "--splits", [s.strip() for text in lists for s in text.split(",") if s.strip()]
+        )
+        return _keep(ckpt, run)
+    return None
 
 
-def check_evolve_args(run_dir: str, params: dict[str, Any]) -> None:
-    """Check the run folder and split parameters of `interp evolve` (and `interp study-a evolution`)
-    before the analysis loads.
+def check_evolve_args(run_dir: str, params: dict[str, Any]) -> RunHandle:
+    """Check the run folder and split parameters of `interp evolve` (and `interp study-a
+    evolution`) before the analysis loads.
 
     Args:
         run_dir: The run folder given to ``--run``.
         params: The analysis parameters given with ``--param`` (name -> text).
 
+    Returns:
+        The run, opened (its config read once): hand it on to the analysis.
+
     Raises:
         CheckpointError: If the run folder is missing, damaged or has no checkpoint.
         ConfigError: If a split parameter is not one of the run's.
     """
-    steps = list_checkpoints(run_dir)
-    if not steps:
+    run = RunHandle(Path(run_dir))  # a run folder by the option's contract
+    if not run.steps:
         raise CheckpointError(f"{run_dir} has no checkpoints to evolve over", "train it first (interp train)")
-    config = read_config(run_dir)
     if "split" in params:
-        check_splits(config, "--param split", [params["split"]])
+        check_splits(run.config, "--param split", [params["split"]])
     if "splits" in params:
-        check_splits(config, "--param splits", [s.strip() for s in params["splits"].split(",") if s.strip()])
+        check_splits(
+            run.config, "--param splits", [s.strip() for s in params["splits"].split(",") if s.strip()]
+        )
+    return run
+
+
+def _keep(given: str, run: RunHandle) -> RunHandle:
+    """Keep `run` for the command that will open `given` (click's context meta, shared by its children)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.meta.setdefault(_OPENED, {})[given] = run
+    return run
+
+
+def opened_run(given: str) -> RunHandle:
+    """The run `check_analysis_args` opened for the path `given` to ``--ckpt``, else opened now."""
+    ctx = click.get_current_context(silent=True)
+    kept = ctx.meta.get(_OPENED, {}) if ctx is not None else {}
+    return kept.get(given) or RunHandle.open(given)
+
+
+_OPENED = "interp.opened_runs"
 
 
 def check_splits(config: dict[str, Any], what: str, names: Iterable[str]) -> None:

@@ -2,7 +2,7 @@
 `study-b measure`, study C's `study-c report`.
 
 Their options are generated from the settings dataclasses the library uses
-(`interp.training.config.FinetuneConfig`, `tasks.NoiseInjectionTask`,
+(`interp.training.config.TrainConfig`, `tasks.NoiseInjectionTask`,
 `analyses.studies.study_b_settings.WLMDSettings`), so the command line has the library's
 defaults and help. Like every command they exit 2 with one line on bad input.
 """
@@ -19,12 +19,18 @@ from analyses.studies.study_b_settings import WLMDSettings
 from interp.cli.options import config_options, given, parse_seeds
 from interp.config import from_dict
 from interp.errors import ConfigError, did_you_mean
-from interp.training.config import FinetuneConfig
+from interp.training.config import TrainConfig, finetune_config
 from tasks import NoiseInjectionTask
 
 _NOISE_OPTIONS = config_options(NoiseInjectionTask, exclude=("p", "train_frac"))
-# data_seed and weight_norm come from the source run (see analyses.studies.study_b.inject).
-_FINETUNE_OPTIONS = config_options(FinetuneConfig, exclude=("data_seed", "weight_norm"))
+# data_seed and weight_norm come from the source run (see analyses.studies.study_b.inject);
+# fine-tuning is full batch on a fixed cadence. Unset options take fine-tuning's defaults
+# (FINETUNE_DEFAULTS, then TrainConfig's), which differ from training from scratch.
+_FINETUNE_OPTIONS = config_options(
+    TrainConfig,
+    exclude=("data_seed", "weight_norm", "batch_size", "seed", "eval_log_points", "checkpoint_log_points"),
+    defaults=False,
+)
 _WLMD_OPTIONS = config_options(WLMDSettings)
 
 
@@ -47,8 +53,8 @@ def study_a_evolution(run_dir: str, out: str | None, no_progress: bool) -> None:
     gradient groups over every checkpoint, cached per step): OUT/circuit_evolution.html and
     OUT/explorer.html.
     """
-    from interp.cli.analyses import writable
     from interp.cli.preflight import check_evolve_args
+    from interp.store.handle import writable
 
     check_evolve_args(run_dir, {})
     folder = Path(out) if out else Path(run_dir) / "evolution"
@@ -142,10 +148,14 @@ def study_a_demo(out: str, no_progress: bool) -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the new embedding rows.")
 @click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
 def inject(ckpt: str, out: str, keep_norm: bool, seed: int, no_progress: bool, **options: Any) -> None:
-    """Study B: extend a model's vocabulary and fine-tune it on train + noise; track forgetting."""
+    """Study B: extend a model's vocabulary and fine-tune it on train + noise; track forgetting.
+
+    Fine-tuning options left unset take fine-tuning's defaults: --epochs 20000 (the step cap),
+    --lr 0.001, --weight-decay 0, --target-acc 0.998, --eval-every 10, --checkpoint-every 1000.
+    """
     from analyses.studies.study_b import inject as run_injection
 
-    config = FinetuneConfig(**given(options, _FINETUNE_OPTIONS.names))
+    config = finetune_config(**given(options, _FINETUNE_OPTIONS.names))
     noise = given(options, _NOISE_OPTIONS.names)
     summary = run_injection(
         out,

@@ -218,7 +218,7 @@ def report(folder: str, out: str | None, evolution: bool, no_progress: bool) -> 
       interp report runs/demo
       interp report results/study-a --out /tmp/study-a-report
     """
-    from interp.cli.analyses import writable
+    from interp.store.handle import writable
 
     if out is None and not writable(Path(folder)):
         raise ConfigError(f"{folder} cannot be written (read-only)", "give --out FOLDER for the report")

@@ -1,4 +1,5 @@
-"""The on-disk run format: crash-safe writes, run folders, checkpoints and a run's life cycle.
+"""The on-disk run format: crash-safe writes, run folders, checkpoints, a run's life cycle (the
+write side, `open_run`) and a run opened for reading (`RunHandle`).
 
 Importing this package imports no torch; each name loads its module on first use.
 """
@@ -8,6 +9,8 @@ from interp.lazy import lazy_surface
 _NAMES = {
     "open_run": "interp.store.session",
     "RunSession": "interp.store.session",
+    "RunHandle": "interp.store.handle",
+    "read_run": "interp.store.handle",
     "Checkpoint": "interp.store.checkpoint",
     "load_checkpoint": "interp.store.checkpoint",
     "save_checkpoint": "interp.store.checkpoint",

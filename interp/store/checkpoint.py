@@ -50,15 +50,13 @@ from interp.store.layout import (
     others_hint,
     read_latest,
     read_manifest,
-    resolve_checkpoint,
+    resolve_checkpoint,  # noqa: F401 - part of this module's surface since before the move
 )
 from interp.store.run_folder import (
     CHECKPOINTS_DIR,
     CONFIG_FILE,
     FORMAT_VERSION,
     checkpoint_name,
-    read_config,
-    run_of,
 )
 
 # Leftovers of a killed save: its temporary folder, a displaced old folder, LATEST's temp file.
@@ -243,10 +241,27 @@ def load_checkpoint(
             `allow_nonfinite`) a weight is not finite.
         FormatVersionError: If manifest.json or config.json comes from a newer `interp`.
     """
-    ckpt = resolve_checkpoint(path)
-    run_dir = run_of(ckpt)
+    from interp.store.handle import RunHandle
+
+    run = RunHandle.open(path)
+    return run.load_checkpoint(load_train_state=load_train_state, allow_nonfinite=allow_nonfinite)
+
+
+def read_checkpoint(
+    ckpt: Path,
+    run_dir: Path,
+    config: dict[str, Any],
+    *,
+    load_train_state: bool = True,
+    allow_nonfinite: bool = False,
+) -> Checkpoint:
+    """Load and verify checkpoint folder `ckpt` of `run_dir`, whose config.json was read as `config`.
+
+    `load_checkpoint` (and `interp.store.handle.RunHandle.load_checkpoint`, which reads the
+    run's config once for all its checkpoints) resolve the folder and call this; the checks and
+    errors are `load_checkpoint`'s.
+    """
     manifest = read_manifest(ckpt, run_dir)
-    config = read_config(run_dir)
     wanted = [n for n in manifest["files"] if load_train_state or n != TRAIN_STATE_FILE]
     # Verify everything before deserialising anything, and parse the very bytes verified.
     blobs = {name: _read_verified(ckpt, name, manifest, run_dir) for name in wanted}

@@ -72,6 +72,23 @@ def others_hint(run_dir: Path, step: int | None) -> str:
     return f"use an earlier checkpoint: {names}"
 
 
+def is_checkpoint_folder(path: Path) -> bool:
+    """True for a checkpoint folder, False for a run folder (told from names alone).
+
+    Raises:
+        CheckpointError: If `path` does not exist, is a file, or is neither kind of folder.
+    """
+    if not path.exists():
+        raise CheckpointError(f"{path} does not exist", _EXPECTED)
+    if not path.is_dir():
+        raise CheckpointError(f"{path} is a file, not a folder", _EXPECTED)
+    if STEP_DIR.match(path.name) or (path / MANIFEST_FILE).exists():
+        return True
+    if not ((path / CONFIG_FILE).exists() or (path / CHECKPOINTS_DIR).is_dir()):
+        raise CheckpointError(f"{path} is neither a checkpoint folder nor a run folder", _EXPECTED)
+    return False
+
+
 def resolve_checkpoint(path: str | os.PathLike[str]) -> Path:
     """Turn a checkpoint folder, or a run folder meaning its LATEST, into a checkpoint folder.
 
@@ -80,14 +97,8 @@ def resolve_checkpoint(path: str | os.PathLike[str]) -> Path:
             without a checkpoint.
     """
     path = Path(path)
-    if not path.exists():
-        raise CheckpointError(f"{path} does not exist", _EXPECTED)
-    if not path.is_dir():
-        raise CheckpointError(f"{path} is a file, not a folder", _EXPECTED)
-    if STEP_DIR.match(path.name) or (path / MANIFEST_FILE).exists():
+    if is_checkpoint_folder(path):
         return path
-    if not ((path / CONFIG_FILE).exists() or (path / CHECKPOINTS_DIR).is_dir()):
-        raise CheckpointError(f"{path} is neither a checkpoint folder nor a run folder", _EXPECTED)
     ckpt_dir = path / CHECKPOINTS_DIR
     latest = read_latest(ckpt_dir)
     if latest is None:

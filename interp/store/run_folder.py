@@ -4,6 +4,7 @@
 runs/<name>/config.json     model + task + train config, format_version, versions, git sha
 runs/<name>/metrics.jsonl   one JSON object per evaluation (step + metrics)
 runs/<name>/checkpoints/    see `interp.store.checkpoint`
+runs/<name>/analyses/       results of analyses per checkpoint: analyses/NAME/step_000100/
 runs/<name>/sessions.jsonl  one line per training session: start step, pid, host, threads
 runs/<name>/DONE            written last (JSON summary)
 runs/<name>/.lock           flock held by the process writing the run
@@ -27,7 +28,7 @@ import json
 import os
 import platform
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.jsonl"
 SESSIONS_FILE = "sessions.jsonl"
 CHECKPOINTS_DIR = "checkpoints"
+ANALYSES_DIR = "analyses"  # RUN/analyses/NAME/step_N: results (`interp.store.handle.RunHandle.result_folder`)
 DONE_FILE = "DONE"
 LOCK_FILE = ".lock"
 # Keys that create_run adds; everything else in config.json is the user's config.
@@ -146,7 +148,12 @@ def git_sha() -> str | None:
     return sha if len(sha) == 40 else None
 
 
-def create_run(run_dir: str | os.PathLike[str], config: Mapping[str, Any]) -> Path:
+def create_run(
+    run_dir: str | os.PathLike[str],
+    config: Mapping[str, Any],
+    *,
+    migrate: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> Path:
     """Create a run folder with its config.json, or accept an existing one with the same config.
 
     Args:
@@ -154,6 +161,7 @@ def create_run(run_dir: str | os.PathLike[str], config: Mapping[str, Any]) -> Pa
         config: JSON-ready run config, e.g. ``{"model": {...}, "task": {...}, "train": {...}}``.
             Reserved keys (format_version, versions, git_sha) in it are ignored, so a config
             read back with `read_config` can be passed again.
+        migrate: See `check_same_config`.
 
     Returns:
         The run folder.
@@ -166,7 +174,7 @@ def create_run(run_dir: str | os.PathLike[str], config: Mapping[str, Any]) -> Pa
     user = _user_config(config)
     path = run_dir / CONFIG_FILE
     if path.exists():
-        check_same_config(run_dir, user)
+        check_same_config(run_dir, user, migrate=migrate)
         return run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     full = {"format_version": FORMAT_VERSION, **user}
@@ -177,8 +185,16 @@ def create_run(run_dir: str | os.PathLike[str], config: Mapping[str, Any]) -> Pa
     return run_dir
 
 
-def check_same_config(run_dir: str | os.PathLike[str], config: Mapping[str, Any]) -> None:
+def check_same_config(
+    run_dir: str | os.PathLike[str],
+    config: Mapping[str, Any],
+    *,
+    migrate: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> None:
     """Refuse to write `config` into a run folder that holds a different run (no-op if it holds none).
+
+    `migrate`, if given, turns the stored config (reserved keys left out) into the current form
+    of its engine's config before the comparison, so a run written by an older `interp` resumes.
 
     Raises:
         ConfigError: Naming the first key whose value differs.
@@ -187,7 +203,10 @@ def check_same_config(run_dir: str | os.PathLike[str], config: Mapping[str, Any]
     path = Path(run_dir) / CONFIG_FILE
     if not path.exists():
         return
-    difference = _first_difference(_user_config(read_config(run_dir)), _user_config(config))
+    stored = _user_config(read_config(run_dir))
+    if migrate is not None:
+        stored = migrate(stored)
+    difference = _first_difference(stored, _user_config(config))
     if difference is not None:
         key, old, new = difference
         raise ConfigError(

@@ -30,22 +30,21 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from torch import Tensor
 
-from interp.errors import CheckpointError, note
-from interp.store.checkpoint import Checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
+from interp.errors import note
+from interp.store.checkpoint import Checkpoint, list_checkpoints, save_checkpoint
+from interp.store.handle import DIGESTS_KEY, RunHandle, check_digests
 from interp.store.run_folder import (
     append_metrics,
     append_session,
-    checkpoint_dir,
     create_run,
     is_done,
     mark_done,
-    read_config,
     read_done,
     read_metrics,
     run_lock,
@@ -53,12 +52,14 @@ from interp.store.run_folder import (
     truncate_metrics,
 )
 
-DIGESTS_KEY = "fingerprints"  # the checkpoint meta key of the split digests (on-disk format)
-
 
 @contextlib.contextmanager
 def open_run(
-    run_dir: str | os.PathLike[str], config: Mapping[str, Any], digests: Mapping[str, str] | None = None
+    run_dir: str | os.PathLike[str],
+    config: Mapping[str, Any],
+    digests: Mapping[str, str] | None = None,
+    *,
+    migrate: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> Iterator[RunSession]:
     """Create (or verify) the run folder, hold its lock, and yield its `RunSession`.
 
@@ -67,12 +68,15 @@ def open_run(
         config: What `config.json` holds; an existing folder must hold the same.
         digests: ``{split name: digest}`` of the data the run trains on (`interp.splits.split_digests`),
             stored with every checkpoint and checked on resume; None for runs without splits.
+        migrate: Turns the config an existing folder holds into the current form before it is
+            compared with `config` (a run written by an older `interp` resumes; its config.json
+            stays as written).
 
     Raises:
         ConfigError: If the folder holds a run with another config.
         CheckpointError: If another process holds the folder's lock.
     """
-    path = create_run(run_dir, config)
+    path = create_run(run_dir, config, migrate=migrate)
     with run_lock(path):
         yield RunSession(path, None if digests is None else dict(digests))
 
@@ -106,22 +110,23 @@ class RunSession:
 
         Raises:
             CheckpointError: If the checkpoint is damaged, or its data digests differ from this
-                session's.
+                session's (`interp.store.handle.check_digests`, naming the split and both digests).
         """
         if step == -1 or not self.checkpoints():
             truncate_metrics(self.run_dir, -1)
             append_session(self.run_dir, 0)
             return None
-        where = self.run_dir if step is None else checkpoint_dir(self.run_dir, step)
-        ckpt = load_checkpoint(where, load_train_state=load_train_state)
-        if self.digests is not None and ckpt.meta.get(DIGESTS_KEY) != self.digests:
-            raise CheckpointError(
-                f"the data of {self.run_dir} changed since checkpoint {ckpt.path.name} was written",
-                "the task code or data seed differs; train into a new --out folder",
+        ckpt = RunHandle(self.run_dir).load_checkpoint(step, load_train_state=load_train_state)
+        if self.digests is not None:
+            check_digests(
+                ckpt.meta.get(DIGESTS_KEY, {}),
+                self.digests,
+                ckpt.path,
+                hint="the task code or data seed differs; train into a new --out folder",
             )
         truncate_metrics(self.run_dir, ckpt.step)
         append_session(self.run_dir, ckpt.step)
-        started, now = read_config(self.run_dir).get("threads"), thread_count()
+        started, now = ckpt.config.get("threads"), thread_count()
         if started is not None and started != now:
             note(
                 f"{self.run_dir} started with {started} torch threads and resumes with {now}: float sums "

@@ -7,7 +7,7 @@ from interp.lazy import lazy_surface
 
 _NAMES = {
     "TrainConfig": "interp.training.config",
-    "FinetuneConfig": "interp.training.config",
+    "finetune_config": "interp.training.config",
     "LOSSES": "interp.training.config",
     "train": "interp.training.loop",
     "TrainLoop": "interp.training.loop",

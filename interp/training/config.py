@@ -1,4 +1,5 @@
-"""How to train and how to fine-tune: the configs of `interp.training`'s engines (no torch).
+"""How to train, from scratch or fine-tuning until a target: the config of `interp.training`'s
+engines (no torch).
 
 They import nothing heavy, so the CLI builds and checks them (and generates its options from
 their `param` help texts) before torch is imported: a bad ``--lr`` fails in well under a second.
@@ -6,7 +7,9 @@ their `param` help texts) before torch is imported: a bad ``--lr`` fails in well
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from interp.config import check_choice, check_int, check_real, param
 
@@ -40,6 +43,24 @@ class TrainConfig:
     bf16: bool = param(
         False, "bfloat16 autocast for the training forward (weights, optimizer and evaluation stay fp32)."
     )
+    target_acc: float | None = param(
+        None,
+        "Stop before the first step whose full-batch train accuracy is strictly above this "
+        "[default: train all epochs].",
+        added=True,
+    )
+
+    @staticmethod
+    def migrate(data: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The current form of a train config read from a file (`interp.config.from_dict`).
+
+        Fine-tuning configs were a class of their own before they became `TrainConfig`s with a
+        `target_acc`: a dict with ``max_steps`` and no ``epochs`` (as run folders and records
+        of study B's injections hold) is that form, converted exactly.
+        """
+        if "max_steps" in data and "epochs" not in data:
+            return _from_finetune_form(data)
+        return data
 
     def __post_init__(self) -> None:
         owner = "TrainConfig"
@@ -56,53 +77,56 @@ class TrainConfig:
         check_choice(owner, "loss", self.loss, LOSSES)
         if self.weight_norm is not None:
             check_real(owner, "weight_norm", self.weight_norm, 0, float("inf"), low_open=True)
+        if self.target_acc is not None:
+            check_real(owner, "target_acc", self.target_acc, 0, 1, high_open=True)
 
 
-@dataclass(frozen=True)
-class FinetuneConfig:
-    """How to fine-tune until a train-accuracy target (`interp.training.finetune.finetune`)."""
+FINETUNE_DEFAULTS: dict[str, Any] = {
+    "epochs": 20000,
+    "weight_decay": 0.0,
+    "target_acc": 0.998,
+    "eval_every": 10,
+    "eval_log_points": 0,
+    "checkpoint_every": 1000,
+    "checkpoint_log_points": 0,
+}
+"""Fine-tuning until a target (`interp.training.finetune.finetune`, study B's injections): the
+`TrainConfig` fields whose defaults differ from training from scratch (`finetune_config`)."""
 
-    lr: float = param(1e-3, "AdamW learning rate.")
-    betas: tuple[float, float] = param((0.9, 0.98), "AdamW betas (two numbers in [0, 1)).")
-    weight_decay: float = param(0.0, "AdamW decoupled weight decay (moot under weight_norm).")
-    target_acc: float = param(0.998, "Stop once the train accuracy is strictly above this.")
-    max_steps: int = param(20000, "Stop after this many steps even if the target was not reached.")
-    eval_every: int = param(10, "Evaluate every split every this many steps.")
-    checkpoint_every: int = param(1000, "Checkpoint every this many steps (plus step 0 and the stop).")
-    weight_norm: float | None = param(
-        None, "Project all trainable tensors onto ||w|| = this before and after every step."
-    )
-    loss: str = param("cross_entropy", "cross_entropy or mse.")
-    data_seed: int = param(0, "Seed of the task's splits.")
 
-    def __post_init__(self) -> None:
-        owner = "FinetuneConfig"
-        for name in ("max_steps", "eval_every", "checkpoint_every"):
-            check_int(owner, name, getattr(self, name), 1)
-        check_int(owner, "data_seed", self.data_seed, 0)
-        check_real(owner, "lr", self.lr, 0, float("inf"), low_open=True)
-        check_real(owner, "weight_decay", self.weight_decay, 0, float("inf"))
-        check_real(owner, "target_acc", self.target_acc, 0, 1, high_open=True)
-        _check_betas(owner, self.betas)
-        check_choice(owner, "loss", self.loss, LOSSES)
-        if self.weight_norm is not None:
-            check_real(owner, "weight_norm", self.weight_norm, 0, float("inf"), low_open=True)
+def finetune_config(**fields: Any) -> TrainConfig:
+    """A `TrainConfig` for fine-tuning until a target: `FINETUNE_DEFAULTS`, then `fields`.
 
-    def train_config(self) -> TrainConfig:
-        """The equivalent `TrainConfig` (full batch; evaluation and checkpoints on a fixed cadence)."""
-        return TrainConfig(
-            epochs=self.max_steps,
-            lr=self.lr,
-            betas=self.betas,
-            weight_decay=self.weight_decay,
-            loss=self.loss,
-            weight_norm=self.weight_norm,
-            data_seed=self.data_seed,
-            eval_every=self.eval_every,
-            eval_log_points=0,
-            checkpoint_every=self.checkpoint_every,
-            checkpoint_log_points=0,
-        )
+    Raises:
+        ConfigError: On an invalid value (as `TrainConfig` checks it).
+        TypeError: On an unknown field.
+    """
+    return TrainConfig(**{**FINETUNE_DEFAULTS, **fields})
+
+
+def _from_finetune_form(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The `TrainConfig` dict of a fine-tuning config as written before it was one (its
+    ``max_steps`` is ``epochs``; evaluation and checkpoints were on a fixed cadence).
+    """
+    old = {
+        "lr": 1e-3,
+        "betas": [0.9, 0.98],
+        "weight_decay": 0.0,
+        "target_acc": 0.998,
+        "max_steps": 20000,
+        "eval_every": 10,
+        "checkpoint_every": 1000,
+        "weight_norm": None,
+        "loss": "cross_entropy",
+        "data_seed": 0,
+        **data,
+    }
+    return {
+        **{k: v for k, v in old.items() if k != "max_steps"},
+        "epochs": old["max_steps"],
+        "eval_log_points": 0,
+        "checkpoint_log_points": 0,
+    }
 
 
 def _check_betas(owner: str, betas: tuple[float, float]) -> None:

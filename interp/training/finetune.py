@@ -5,12 +5,13 @@ its original training data, until the combined train accuracy exceeds 99.8%, and
 original task's test accuracy along the way (the forgetting curve). `finetune` does exactly that
 for any hooked model and task (the vocabulary extension and the noise task live in `models`
 and `tasks`; `analyses.studies.study_b` puts them together). It is `interp.training.loop.TrainLoop`
-with a target:
+with a `TrainConfig` whose ``target_acc`` is set (`interp.training.config.finetune_config`):
 
 * full-batch AdamW on the task's `train` split; the stopping test uses the logits of the very
   forward pass that computes the loss, so it costs nothing and is exact for the parameters it
   stops at (accuracy *strictly* above `target_acc`);
-* a step cap (`max_steps`): the summary says honestly whether the target was reached;
+* a step cap (``epochs``; ``max_steps`` in the summary): it says honestly whether the target
+  was reached;
 * every `eval_every` steps (and at the start and the stop) every split and group is evaluated
   into `metrics.jsonl` (`test/acc` is the forgetting curve, `train/noise/acc` the memorisation);
 * optional sphere constraint `weight_norm` (projection before the first step and after every
@@ -28,9 +29,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from interp.config import from_dict, to_dict
+from interp.errors import ConfigError
 from interp.splits import Task, split_digests
 from interp.store.session import open_run
-from interp.training.config import FinetuneConfig
+from interp.training.config import TrainConfig
 from interp.training.loop import TrainLoop, run_config, stop_on_signals, trainable
 
 
@@ -46,7 +49,7 @@ def finetune(
     run_dir: str | Path,
     model: nn.Module,
     task: Task,
-    config: FinetuneConfig,
+    config: TrainConfig,
     *,
     extra: dict[str, Any] | None = None,
     device: str = "cpu",
@@ -59,7 +62,9 @@ def finetune(
             `injection` = `extra`, e.g. the source checkpoint). Resumed if it has checkpoints.
         model: A hooked model with `.cfg` and `readout` (`fast_readout` used if present).
         task: Its splits must include `train`; all splits are evaluated.
-        config: The fine-tuning config.
+        config: How to train: full batch (``batch_size`` None), its ``target_acc`` the target
+            (None: all ``epochs``), ``epochs`` the step cap (`interp.training.config.finetune_config`
+            gives fine-tuning's defaults).
         extra: JSON-ready provenance stored under ``"injection"`` in config.json.
         device: Where to train; checkpoints are stored on the CPU.
         progress: Show a progress bar.
@@ -71,15 +76,20 @@ def finetune(
     Raises:
         TrainingInterrupted: On SIGINT / SIGTERM, after saving a checkpoint.
     """
+    if config.batch_size is not None:
+        raise ConfigError(
+            f"fine-tuning trains full batch, but batch_size is {config.batch_size}", "leave batch_size unset"
+        )
     splits = task.splits(config.data_seed)
     with open_run(
-        run_dir, run_config(model, task, config, injection=dict(extra or {})), split_digests(splits)
+        run_dir,
+        run_config(model, task, config, injection=dict(extra or {})),
+        split_digests(splits),
+        migrate=_current_train_config,
     ) as run:
         if (done := run.finished()) is not None:
             return done
-        loop = TrainLoop(
-            run, model.to(device), splits, config.train_config(), device, target_acc=config.target_acc
-        )
+        loop = TrainLoop(run, model.to(device), splits, config, device)
         loop.resume()
         with stop_on_signals() as stop:
             loop.run(stop, progress, desc="fine-tune")
@@ -88,8 +98,15 @@ def finetune(
                 "reached": loop.reached,
                 "steps": loop.step,
                 "target_acc": config.target_acc,
-                "max_steps": config.max_steps,
+                "max_steps": config.epochs,  # the name DONE summaries have always used
                 "train_acc_at_stop": loop.train_acc,
                 "final": run.metrics()[-1],
             }
         )
+
+
+def _current_train_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A run's stored config with its ``train`` section in the current form (`TrainConfig.migrate`):
+    a fine-tuning run started before fine-tuning took a `TrainConfig` resumes.
+    """
+    return {**config, "train": to_dict(from_dict(TrainConfig, config["train"]))}

@@ -159,8 +159,9 @@ class TrainLoop:
         eval_steps: The steps at which `after_step` evaluates.
         ckpt_steps: The steps at which `after_step` checkpoints.
         step: The last completed step (-1 before the initial state is recorded).
-        target_acc: If set, training stops before the first step at which the full-batch train
-            accuracy of the training forward is strictly above it (`reached` says whether).
+        target_acc: `config.target_acc`: if set, training stops before the first step at which
+            the full-batch train accuracy of the training forward is strictly above it
+            (`reached` says whether).
     """
 
     def __init__(
@@ -170,8 +171,6 @@ class TrainLoop:
         splits: Mapping[str, Split],
         config: TrainConfig,
         device: str = "cpu",
-        *,
-        target_acc: float | None = None,
     ) -> None:
         self.session, self.model, self.config, self.device = session, model, config, device
         self.splits = {name: _to(split, device) for name, split in splits.items()}
@@ -186,7 +185,7 @@ class TrainLoop:
         self.ckpt_steps = set(
             schedule(config.epochs, config.checkpoint_every, config.checkpoint_log_points, include_zero=True)
         )
-        self.target_acc, self.reached, self.train_acc = target_acc, False, float("nan")
+        self.target_acc, self.reached, self.train_acc = config.target_acc, False, float("nan")
         self.step = -1
         self.diverged: dict[str, Any] | None = None
 

@@ -111,6 +111,11 @@ def _check_group(models: Sequence[nn.Module], configs: Sequence[TrainConfig], n_
             f"got {n_runs} run folders, {len(models)} models and {len(configs)} configs",
             "give one of each per seed, at least one",
         )
+    if configs[0].target_acc is not None:  # one stop for all seeds would not be each seed's own
+        raise ConfigError(
+            f"vectorised seeds train every seed for all epochs, but target_acc is {configs[0].target_acc}",
+            "train runs with a target one at a time (interp.training.loop.train)",
+        )
     first = {k: v for k, v in to_dict(configs[0]).items() if k != "seed"}
     for config in configs[1:]:
         other = {k: v for k, v in to_dict(config).items() if k != "seed"}

@@ -52,7 +52,7 @@ def test_inject_reports_whether_the_target_was_reached(goldilocks, tmp_path, cap
         "sum",
         "--k",
         "3",
-        "--max-steps",
+        "--epochs",
         "4",
         "--out",
         tmp_path / "inj",

@@ -13,7 +13,7 @@ import time
 import torch
 
 from analyses.studies.study_b import inject
-from interp.training.config import FinetuneConfig
+from interp.training.config import finetune_config
 
 
 def main() -> None:
@@ -28,7 +28,7 @@ def main() -> None:
     noise = sys.argv[6] if len(sys.argv) > 6 else "random"
     torch.set_num_threads(1)
     start = time.time()
-    config = FinetuneConfig(lr=lr, max_steps=cap, eval_every=100)
+    config = finetune_config(lr=lr, epochs=cap, eval_every=100)
     summary = inject(out, source, noise, k=37, config=config, keep_norm=keep, seed=100)
     keys = ("reached", "steps", "train_acc_at_stop")
     print(

@@ -10,7 +10,7 @@ import torch
 from analyses.studies import study_b
 from interp.store.checkpoint import load_checkpoint
 from interp.store.run_folder import read_done, read_metrics
-from interp.training.config import FinetuneConfig
+from interp.training.config import finetune_config
 from interp.wlmd.grid import GridSpec, Schedule
 
 TINY = {"d_model": 8, "n_heads": 2, "d_head": 4, "d_mlp": 16}
@@ -42,7 +42,7 @@ def test_injection_reports_honestly_and_keeps_the_norm(source, tmp_path):
         source,
         "random",
         k=3,
-        config=FinetuneConfig(max_steps=5, eval_every=2, target_acc=0.999),
+        config=finetune_config(epochs=5, eval_every=2, target_acc=0.999),
     )
     assert summary["reached"] is False and summary["steps"] == 5
     records = read_metrics(tmp_path / "inj")
@@ -55,12 +55,12 @@ def test_injection_reports_honestly_and_keeps_the_norm(source, tmp_path):
     norm = lambda sd: torch.linalg.vector_norm(torch.cat([v.flatten() for v in sd.values()])).item()  # noqa: E731
     assert norm(last.state_dict) == pytest.approx(norm(first.state_dict), rel=1e-5)
     assert norm(first.state_dict) > 6.0  # the new embedding rows add to the source's norm 6
-    reached = study_b.inject(tmp_path / "easy", source, "sum", k=3, config=FinetuneConfig(target_acc=0.0))
+    reached = study_b.inject(tmp_path / "easy", source, "sum", k=3, config=finetune_config(target_acc=0.0))
     assert reached["reached"] is True and reached["steps"] == 0
 
 
 def test_injection_resumes_bit_identically(source, tmp_path):
-    cfg = FinetuneConfig(max_steps=6, eval_every=2, checkpoint_every=3, target_acc=0.999)
+    cfg = finetune_config(epochs=6, eval_every=2, checkpoint_every=3, target_acc=0.999)
     study_b.inject(tmp_path / "a", source, "square", k=3, config=cfg)
     study_b.inject(tmp_path / "b", source, "square", k=3, config=cfg)
     # Simulate a kill after step 3: drop the final checkpoint and DONE, then run again.
@@ -87,7 +87,7 @@ def test_protocol_end_to_end(source, tmp_path):
         window=(-10.0, 4.0, 0.0, 10.5),
     )
     assert len(samples) == 2
-    cfg = FinetuneConfig(max_steps=3, eval_every=1)
+    cfg = finetune_config(epochs=3, eval_every=1)
     for label, src in {"adamw": source, "wlmd": samples[0]}.items():
         study_b.inject(tmp_path / f"inj-{label}", src, "random", k=3, config=cfg)
     runs = {label: tmp_path / f"inj-{label}" for label in ("adamw", "wlmd")}

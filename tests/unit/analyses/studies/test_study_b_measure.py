@@ -147,7 +147,7 @@ def test_protocol_fields_reach_the_injections_and_the_stop_is_recorded(measured_
     for run in runs:
         config = json.loads((run / "config.json").read_text())
         assert config["train"]["weight_norm"] is None  # the norm constraint was dropped ...
-        assert config["train"]["target_acc"] == 0.999 and config["train"]["max_steps"] == TINY.max_steps
+        assert config["train"]["target_acc"] == 0.999 and config["train"]["epochs"] == TINY.max_steps
         final = load_checkpoint(run).state_dict  # ... so the norm moved off the starting sphere
         norm = torch.linalg.vector_norm(
             torch.cat([t.flatten() for t in final.values() if t.is_floating_point()])
