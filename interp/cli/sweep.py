@@ -182,7 +182,10 @@ def sweep(
     if report:
         click.echo(f"report: {write_sweep_report(out_dir, evolution=False, progress=not no_progress)}")
     if failures:
-        raise RuntimeError(f"{len(failures)} runs failed (the others finished):\n" + "\n".join(failures))
+        from interp.errors import RunsFailed
+
+        again = "the other runs went on; run the same command to resume it from its last checkpoint"
+        raise RunsFailed("\n".join(f"{line} ({again})" for line in failures))
 
 
 @click.command()
