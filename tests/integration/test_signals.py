@@ -157,7 +157,8 @@ def _assert_no_worker_left(sweep: Path, pid: int, workers: set[int], within_s: f
 
 def _assert_stopped_with_checkpoints(runs: list[Path], *, saved_on_stop: bool = True) -> None:
     """Every run has a loadable checkpoint (one saved when it stopped: past step 0), and its
-    metrics no longer grow."""
+    metrics no longer grow.
+    """
     sizes = {run: (run / "metrics.jsonl").stat().st_size for run in runs}
     for run in runs:
         assert load_checkpoint(run).step >= int(saved_on_stop) and not is_done(run)
