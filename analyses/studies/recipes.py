@@ -8,7 +8,7 @@ then the caller's options. `interp train` (`plan_runs`) and the sweep grids
 (`analyses.studies.grids.expand`) both build their runs through it.
 
 `train_spec` is module-level and takes only picklable data, so the same function runs in
-this process (`interp train`), in joblib workers and in Slurm jobs (`interp sweep`).
+this process (`interp train`), in sweep workers and in Slurm jobs (`interp sweep`).
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ def _parse_axis(text: str) -> tuple[str, list[Any]]:
 def make_executor(
     kind: str, *, jobs: int | None, threads: int | None, folder: Path, partition: str | None, timeout_min: int
 ) -> Any:
-    """The executor named on the command line: local (joblib), slurm or submitit-local."""
+    """The executor named on the command line: local (worker processes), slurm or submitit-local."""
     from interp.sweep.executors import LocalExecutor
 
     if kind == "local":

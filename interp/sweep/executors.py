@@ -1,4 +1,4 @@
-"""Where the runs of a sweep execute: local processes (joblib) or a cluster (submitit).
+"""Where the runs of a sweep execute: local worker processes or a cluster (submitit).
 
 One small interface: `executor.map(fn, items)` yields `Outcome(item, value, error)` as each item
 finishes, in any order. A failing item is reported in its outcome and never stops the
@@ -89,7 +89,7 @@ def _call_reporting(
 
 @dataclass(frozen=True)
 class LocalExecutor:
-    """Run items in separate local processes with joblib.
+    """Run items in separate local worker processes (`interp.sweep.pool`).
 
     Attributes:
         jobs: Processes at once (default: one per core, at most one per item).
