@@ -13,7 +13,7 @@ preset trains with is `analyses.studies.recipes`' business, decided before a spe
   `interp sweep` call it once over all their specs.
 * `train_spec(spec)`: train (or resume, or skip if done) one spec's run. It is module-level
   and takes only picklable data, so the same function runs in this process (`interp train`),
-  in joblib workers and in Slurm jobs (`interp sweep`).
+  in sweep workers (`interp.sweep.pool`) and in Slurm jobs (`interp sweep`).
 * `train_specs_vectorized(specs)`: seeds of one shape as one vectorised model.
 """
 

@@ -69,8 +69,10 @@ class TrainingInterrupted(Exception):
     """Training stopped on a signal after saving a checkpoint; run the same command to resume.
 
     Not an `InterpError`: nothing was wrong with the input. The CLI exits with 128 + signum
-    (130 for SIGINT, 143 for SIGTERM).
+    (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP).
     """
+
+    resume = "run the same command (or interp train --resume) to continue"
 
     def __init__(self, signum: int, step: int, run_dir: object) -> None:
         import signal
@@ -79,6 +81,37 @@ class TrainingInterrupted(Exception):
         super().__init__(
             f"stopped by {signal.Signals(signum).name} at epoch {step}; checkpoint saved in {run_dir}"
         )
+
+
+class RunsInterrupted(TrainingInterrupted):
+    """Several runs (a sweep's, or `interp train --seeds`) stopped on a signal: each run in
+    training saved a checkpoint at its next epoch boundary, and every worker process exited.
+
+    The CLI exits with 128 + signum, as for one run; the same command resumes them.
+    """
+
+    resume = "run the same command to continue"
+
+    def __init__(self, signum: int, stopped: int, not_started: int) -> None:
+        import signal
+
+        self.signum, self.step, self.run_dir = signum, None, None
+        self.stopped, self.not_started = stopped, not_started
+        Exception.__init__(
+            self,
+            f"stopped by {signal.Signals(signum).name}: {stopped} running "
+            f"{'run' if stopped == 1 else 'runs'} saved a checkpoint and stopped, "
+            f"{not_started} not started",
+        )
+
+
+class RunsFailed(Exception):
+    """Runs of a sweep failed (a run raised, or its worker process died), one line each.
+
+    Not an `InterpError`: the input was valid. The CLI prints ``error: LINE`` per line and
+    exits 1. The other runs went on; the same command resumes each failed run from its last
+    checkpoint.
+    """
 
 
 class TrainingDiverged(Exception):

@@ -19,7 +19,7 @@ INTRO = """# Command line
 
 `interp --help` lists the commands; `interp COMMAND --help` their options. Every command exits
 0 on success, 1 on a runtime failure, 2 on bad usage or bad input (with a one-line message that
-names the value and what would be valid), and 130 on Ctrl-C (143 on SIGTERM while training).
+names the value and what would be valid), and 130 on Ctrl-C (143 on SIGTERM, 129 on SIGHUP while training).
 `interp --debug COMMAND ...` shows full tracebacks.
 
 This page is generated from the commands themselves. The registered analyses (`interp patch`,

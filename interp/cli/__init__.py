@@ -5,9 +5,10 @@ table. Commands load on first use (`interp.cli.group`), and heavy imports (torch
 TransformerLens) happen inside them, so `interp --help` starts in well under a second.
 `interp.cli` is the only part of `interp` that may import `models`, `tasks` and `analyses`.
 
-Exit codes: 0 ok, 1 runtime failure (a full disk, a diverged run), 2 bad usage or bad input,
-130 on Ctrl-C. No traceback unless `--debug`. The library's notes (`interp.errors.Note`) print
-as one ``note:`` line each.
+Exit codes: 0 ok, 1 runtime failure (a full disk, a diverged run, a failed sweep run), 2 bad
+usage or bad input, 128 + the signal on a stop signal (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP). No
+traceback unless `--debug`. The library's notes (`interp.errors.Note`) print as one ``note:``
+line each.
 """
 
 from __future__ import annotations
@@ -20,7 +21,13 @@ import warnings
 import click
 
 from interp.cli.group import CommandGroup
-from interp.errors import InterpError, Note, TrainingDiverged, TrainingInterrupted
+from interp.errors import (
+    InterpError,
+    Note,
+    RunsFailed,
+    TrainingDiverged,
+    TrainingInterrupted,
+)
 
 EXIT_RUNTIME, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 
@@ -64,12 +71,10 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"error: {err} [see docs/errors.md#{err.anchor}]", err=True)
         sys.exit(EXIT_USAGE)
     except TrainingInterrupted as err:
-        click.echo(
-            f"interrupted: {err}; run the same command (or interp train --resume) to continue", err=True
-        )
+        click.echo(f"interrupted: {err}; {err.resume}", err=True)
         sys.exit(128 + err.signum)
-    except TrainingDiverged as err:
-        click.echo(f"error: {err}", err=True)
+    except (TrainingDiverged, RunsFailed) as err:  # one line per run
+        click.echo("\n".join(f"error: {line}" for line in str(err).splitlines()), err=True)
         sys.exit(EXIT_RUNTIME)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)

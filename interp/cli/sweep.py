@@ -59,7 +59,7 @@ def _parse_axis(text: str) -> tuple[str, list[Any]]:
 def make_executor(
     kind: str, *, jobs: int | None, threads: int | None, folder: Path, partition: str | None, timeout_min: int
 ) -> Any:
-    """The executor named on the command line: local (joblib), slurm or submitit-local."""
+    """The executor named on the command line: local (worker processes), slurm or submitit-local."""
     from interp.sweep.executors import LocalExecutor
 
     if kind == "local":
@@ -190,7 +190,10 @@ def sweep(
     if report:
         click.echo(f"report: {write_sweep_report(out_dir, evolution=False, progress=not no_progress)}")
     if failures:
-        raise RuntimeError(f"{len(failures)} runs failed (the others finished):\n" + "\n".join(failures))
+        from interp.errors import RunsFailed
+
+        again = "the other runs went on; run the same command to resume it from its last checkpoint"
+        raise RunsFailed("\n".join(f"{line} ({again})" for line in failures))
 
 
 @click.command()

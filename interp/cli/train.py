@@ -96,7 +96,7 @@ def train_runs(
     """Train every spec and return a one-screen summary.
 
     One run trains in this process with a live progress bar. Several runs train in separate
-    processes (joblib), sharing the cores; a failing run is reported and does not stop the
+    processes (`interp.sweep.pool`), sharing the cores; a failing run is reported and does not stop the
     others. With `vectorize`, several seeds train in this process as one vectorised model.
     """
     for spec in specs:  # a mismatched or busy folder is refused before torch is imported

@@ -1,23 +1,34 @@
-"""Where the runs of a sweep execute: local processes (joblib) or a cluster (submitit).
+"""Where the runs of a sweep execute: local worker processes or a cluster (submitit).
 
 One small interface: `executor.map(fn, items)` yields `Outcome(item, value, error)` as each item
 finishes, in any order. A failing item is reported in its outcome and never stops the
 others. `fn` and the items must be picklable (module-level functions, plain dataclasses).
 
-* `LocalExecutor`: joblib processes on this machine, sharing its cores.
+* `LocalExecutor`: worker processes on this machine, sharing its cores (`interp.sweep.pool`).
 * `SubmititExecutor`: Slurm job arrays through submitit (the optional ``cluster`` extra), or
   submitit's own local/debug executors.
+
+Stopping: SIGINT, SIGTERM or SIGHUP to this process (unless ignored from the start, as
+``nohup`` ignores SIGHUP) is passed on to every running item; each run saves a checkpoint at
+its next epoch boundary, every worker exits, no new item starts, and `map` raises
+`interp.errors.RunsInterrupted` (or, in this process, the run's `TrainingInterrupted`). Local
+workers also stop by themselves if this process dies without a signal (`kill -9`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
-from interp.errors import RunBusyError, TrainingInterrupted
+from interp.errors import RunBusyError, RunsInterrupted, TrainingInterrupted
+from interp.signals import STOP_SIGNALS, stop_on_signals, watch_supervisor
 
 T = TypeVar("T")
 
@@ -28,6 +39,7 @@ class Outcome(Generic[T]):
 
     ``busy`` marks an item whose run folder another live process holds (`interp.errors.RunBusyError`):
     not a failure, the sweep waits for that process and takes its result (`elsewhere`).
+    ``interrupted`` is the signal that stopped the item's run after it saved a checkpoint.
     """
 
     item: T
@@ -35,6 +47,7 @@ class Outcome(Generic[T]):
     error: str | None = None
     busy: bool = False
     elsewhere: bool = False
+    interrupted: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -50,16 +63,24 @@ class Executor(Protocol):
         """Run `fn` on every item; yield each outcome as it finishes."""
 
 
-def _call_reporting(fn: Callable[[T], Any], item: T, threads: int | None) -> Outcome[T]:
-    """Run one item in a worker, turning any exception into a reported outcome."""
+def _call_reporting(
+    fn: Callable[[T], Any], item: T, threads: int | None, *, in_worker: bool = False
+) -> Outcome[T]:
+    """Run one item, turning any exception into a reported outcome.
+
+    A run stopped by a signal (`TrainingInterrupted`, after its checkpoint) is raised on in
+    this process, and reported as ``interrupted`` from a worker (`in_worker`).
+    """
     if threads:
         import torch
 
         torch.set_num_threads(threads)
     try:
         return Outcome(item, fn(item))
-    except TrainingInterrupted:
-        raise  # Ctrl-C / SIGTERM stops the whole sweep (the run saved a checkpoint first)
+    except TrainingInterrupted as err:
+        if not in_worker:
+            raise  # in this process a stop signal stops the whole sweep
+        return Outcome(item, error=str(err), interrupted=err.signum)
     except RunBusyError as err:  # another sweep trains it now: not a failure
         return Outcome(item, error=str(err), busy=True)
     except Exception as err:  # noqa: BLE001 - one failing run must not stop the others
@@ -68,7 +89,7 @@ def _call_reporting(fn: Callable[[T], Any], item: T, threads: int | None) -> Out
 
 @dataclass(frozen=True)
 class LocalExecutor:
-    """Run items in separate local processes with joblib.
+    """Run items in separate local worker processes (`interp.sweep.pool`).
 
     Attributes:
         jobs: Processes at once (default: one per core, at most one per item).
@@ -79,17 +100,85 @@ class LocalExecutor:
     threads: int | None = None
 
     def map(self, fn: Callable[[T], Any], items: Sequence[T]) -> Iterator[Outcome[T]]:
-        """Run `fn` on every item in joblib worker processes; yield outcomes as they finish."""
-        from joblib import Parallel, delayed
+        """Run `fn` on every item in worker processes; yield outcomes as they finish.
 
+        A worker that dies without a result (killed, out of memory) is its item's error
+        outcome; the other workers go on and a new one takes its place. Every worker has
+        exited when this returns or raises.
+
+        Raises:
+            RunsInterrupted: After a stop signal, once every running item has stopped.
+        """
         cores = os.cpu_count() or 1
         jobs = max(1, min(self.jobs or cores, len(items) or 1))
         threads = self.threads or max(1, cores // jobs)
         if jobs == 1:  # no worker processes: simpler to debug, same results
-            yield from (_call_reporting(fn, item, threads) for item in items)
+            yield from _in_process(fn, items, threads)
             return
-        parallel = Parallel(n_jobs=jobs, return_as="generator_unordered")
-        yield from parallel(delayed(_call_reporting)(fn, item, threads) for item in items)
+        yield from _in_workers(fn, items, jobs, threads)
+
+
+def _in_process(fn: Callable[[T], Any], items: Sequence[T], threads: int) -> Iterator[Outcome[T]]:
+    """One item after another in this process; a stop signal between two stops the rest."""
+    with stop_on_signals() as stop:
+        for index, item in enumerate(items):
+            if stop.signum is not None:
+                raise RunsInterrupted(stop.signum, 0, len(items) - index)
+            yield _call_reporting(fn, item, threads)
+
+
+def _in_workers(
+    fn: Callable[[T], Any], items: Sequence[T], jobs: int, threads: int, poll_s: float = 0.5
+) -> Iterator[Outcome[T]]:
+    """Items in `jobs` worker processes (`interp.sweep.pool`), stopped together on a signal."""
+    from interp.sweep.pool import WorkerPool
+
+    pool, waiting, stopped, signum = WorkerPool(threads), list(items), 0, None
+    with stop_on_signals(forward=pool.forward) as stop:
+        try:
+            while pool.busy() or (waiting and signum is None):
+                if signum is None and stop.signum is not None:
+                    signum = stop.signum
+                    pool.forward(signum)  # again: an item may have been given after the handler ran
+                if signum is None:
+                    while len(pool.workers) < min(jobs, pool.busy() + len(waiting)):
+                        pool.start()  # at the start, or in place of one that died
+                    for worker in pool.idle()[: len(waiting)]:
+                        pool.give(worker, fn, waiting.pop(0))
+                for outcome in pool.results(poll_s):
+                    if outcome.interrupted is not None and stop.signum is not None:
+                        stopped += 1  # stopped with the sweep: its checkpoint is saved
+                    else:
+                        yield outcome
+                pool.check_starts()
+            signum = stop.signum
+        finally:
+            pool.close()
+    if signum is not None:
+        raise RunsInterrupted(signum, stopped, len(waiting))
+
+
+def _task_reporting(
+    fn: Callable[[T], Any], item: T, threads: int | None, supervisor: int | None
+) -> Outcome[T]:
+    """Run one item in a submitit task: stop signals caught from the start, the sweep watched.
+
+    In place of submitit's own handler, which would swallow a SIGTERM that comes before the
+    run installs its own; `supervisor` is the sweep's pid for local tasks (None on Slurm).
+    """
+    with stop_on_signals():
+        if supervisor is not None:
+            watch_supervisor(supervisor)
+        return _call_reporting(fn, item, threads, in_worker=True)
+
+
+@contextlib.contextmanager
+def _signals_blocked(signums: Sequence[int]) -> Iterator[None]:
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signums)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 _SUBMITIT_CLUSTERS = ("slurm", "local", "debug")
@@ -199,9 +288,16 @@ class SubmititExecutor:
         return executor
 
     def map(self, fn: Callable[[T], Any], items: Sequence[T]) -> Iterator[Outcome[T]]:
-        """Submit every item as one task of a job array; yield outcomes as tasks finish."""
-        import time
+        """Submit every item as one task of a job array; yield outcomes as tasks finish.
 
+        On a stop signal no further task is submitted; local tasks are sent SIGTERM (again
+        every few seconds, since submitit's own handler swallows one that comes before the
+        run starts) and waited for, Slurm tasks are cancelled (Slurm's SIGTERM, then SIGKILL
+        after its KillWait).
+
+        Raises:
+            RunsInterrupted: After a stop signal, once every running local task has stopped.
+        """
         items = list(items)
         if not items:
             return
@@ -210,38 +306,108 @@ class SubmititExecutor:
         # Slurm takes the whole sweep as one array and throttles it itself (%parallelism);
         # submitit's local executor has no throttle, so submit there as slots free up.
         batch = len(items) if self.cluster == "slurm" else self.array_parallelism
+        # Local tasks watch this process, so that none trains on if it dies without a signal.
+        supervisor = os.getpid() if self.cluster == "local" else None
         waiting = list(items)
         running: dict[Any, T] = {}
         gone_since: dict[Any, float] = {}  # job -> when squeue first stopped listing it
-        wait = min(0.25, self.poll_s)
-        try:
-            while waiting or running:
-                if waiting and len(running) < batch:
-                    chunk = waiting[: batch - len(running)]
-                    del waiting[: len(chunk)]
-                    jobs = executor.map_array(
-                        _call_reporting, [fn] * len(chunk), chunk, [threads] * len(chunk)
-                    )
-                    running.update(zip(jobs, chunk))
-                finished = [job for job in running if job.done()]
-                for job in finished:
-                    yield self._outcome(job, running.pop(job))
-                if self.cluster == "slurm" and running:
-                    vanished = self._vanished(list(running), gone_since)
-                    for job in vanished:
-                        yield self._lost(job, running.pop(job))
-                    finished += vanished
-                if finished:
-                    wait = min(0.25, self.poll_s)
-                elif running:
-                    time.sleep(wait)
-                    wait = min(wait * 2, self.poll_s)
-        finally:
-            for job in running:  # closed early: do not leave orphan tasks behind
+        wait, stopped, signum, forwarded = min(0.25, self.poll_s), 0, None, 0.0
+        forward = partial(self._stop_tasks, running)
+        with stop_on_signals(forward=forward if self.cluster == "local" else None) as stop:
+            try:
+                while running or (waiting and signum is None):
+                    signum = stop.signum
+                    if signum is not None and self.cluster == "slurm":
+                        break  # cancelled below
+                    if signum is not None and time.monotonic() - forwarded > 2:
+                        forward(signum)
+                        forwarded = time.monotonic()
+                    if signum is None and waiting and len(running) < batch:
+                        chunk = waiting[: batch - len(running)]
+                        del waiting[: len(chunk)]
+                        running.update(self._submit(executor, fn, chunk, threads, supervisor))
+                    finished = self._finished(running, gone_since)
+                    for outcome in finished:
+                        if outcome.interrupted is not None and stop.signum is not None:
+                            stopped += 1  # stopped with the sweep: its checkpoint is saved
+                        else:
+                            yield outcome
+                    if finished:
+                        wait = min(0.25, self.poll_s)
+                    elif running:
+                        time.sleep(wait if signum is None else min(wait, 0.5))
+                        wait = min(wait * 2, self.poll_s)
+                signum = stop.signum
+            finally:
+                self._end(running)
+        if signum is not None:
+            raise RunsInterrupted(signum, stopped, len(waiting))
+
+    def _submit(
+        self, executor: Any, fn: Callable[[T], Any], chunk: list[T], threads: int, supervisor: int | None
+    ) -> dict[Any, T]:
+        """Submit `chunk` as one job array; return its jobs and their items."""
+        n = len(chunk)
+        with self._terminal_signals_blocked():
+            jobs = executor.map_array(_task_reporting, [fn] * n, chunk, [threads] * n, [supervisor] * n)
+        return dict(zip(jobs, chunk))
+
+    def _finished(self, running: dict[Any, T], gone_since: dict[Any, float]) -> list[Outcome[T]]:
+        """The outcomes of the tasks that finished (or that Slurm lost), taken out of `running`."""
+        outcomes = [self._outcome(job, running.pop(job)) for job in [j for j in running if j.done()]]
+        if self.cluster == "slurm" and running:
+            outcomes += [
+                self._lost(job, running.pop(job)) for job in self._vanished(list(running), gone_since)
+            ]
+        return outcomes
+
+    def _terminal_signals_blocked(self) -> Any:
+        """Block SIGINT and SIGHUP while submitit starts local tasks, which inherit the mask.
+
+        A terminal's Ctrl-C or hang-up reaches its whole process group; submitit's local
+        controller would answer it by killing its task one second later, checkpoint or not.
+        Blocked there, the signal reaches only this process, which stops the tasks cleanly
+        (SIGTERM through their controller). Here it stays pending until unblocked: not lost.
+        """
+        blockable = [s for s in STOP_SIGNALS if s != signal.SIGTERM]
+        if self.cluster != "local" or not hasattr(signal, "pthread_sigmask") or not blockable:
+            return contextlib.nullcontext()
+        return _signals_blocked(blockable)
+
+    @staticmethod
+    def _stop_tasks(running: dict[Any, Any], signum: int) -> None:
+        """SIGTERM to each running local task's controller, which passes it on to the task."""
+        for job in list(running):
+            process = getattr(job, "_process", None)
+            if process is not None and process.returncode is None:
+                try:
+                    os.kill(process.pid, signal.SIGTERM)
+                except OSError:
+                    pass
+
+    def _end(self, running: dict[Any, T], grace_s: float = 120.0) -> None:
+        """Leave no task running: Slurm ones cancelled, local ones stopped and waited for."""
+        if self.cluster != "local":
+            for job in running:
                 try:
                     job.cancel(check=False)
                 except Exception:  # noqa: BLE001, S110 - best effort on the way out
                     pass
+            return
+        deadline = time.monotonic() + grace_s
+        for job in running:
+            process = getattr(job, "_process", None)
+            if process is None:
+                continue
+            while process.poll() is None and time.monotonic() < deadline:
+                self._stop_tasks({job: None}, signal.SIGTERM)
+                try:
+                    process.wait(2)
+                except Exception:  # noqa: BLE001, S110 - TimeoutExpired: ask again
+                    pass
+            if process.poll() is None:
+                process.kill()  # its task, orphaned, still watches this process and stops
+                process.wait()
 
     @staticmethod
     def _vanished(jobs: list[Any], gone_since: dict[Any, float]) -> list[Any]:
@@ -298,4 +464,4 @@ class SubmititExecutor:
             return Outcome(item, error=f"{type(err).__name__} (job {job.job_id}): {err}")
         if not isinstance(reported, Outcome):  # pragma: no cover - only _call_reporting runs
             return Outcome(item, reported)
-        return Outcome(item, reported.value, reported.error, reported.busy)
+        return Outcome(item, reported.value, reported.error, reported.busy, interrupted=reported.interrupted)

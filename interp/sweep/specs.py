@@ -27,7 +27,8 @@ from typing import Any
 
 from tqdm import tqdm
 
-from interp.errors import ConfigError
+from interp.errors import ConfigError, RunsInterrupted
+from interp.signals import stop_on_signals
 from interp.store.atomic import atomic_write_json
 from interp.store.run_folder import FORMAT_VERSION, is_done, is_locked, read_done, read_json
 from interp.sweep.executors import Executor, Outcome
@@ -176,7 +177,7 @@ def run_sweep(
     done = [s for s in specs if is_done(s.out)]
     pending = [s for s in specs if not is_done(s.out)]
     bar = tqdm(total=len(specs), initial=len(done), disable=not progress, unit="run")
-    with bar:
+    with bar, stop_on_signals() as stop:  # one stop state from the first run to the last wait
         for spec in done:
             yield Outcome(spec, read_done(spec.out))
         while pending:
@@ -190,6 +191,8 @@ def run_sweep(
             pending = []
             for spec in busy:
                 while is_locked(spec.out):
+                    if stop.signum is not None:
+                        raise RunsInterrupted(stop.signum, 0, len(busy))
                     time.sleep(poll_s)
                 if is_done(spec.out):
                     bar.update(1)

@@ -17,8 +17,9 @@ Never losing work:
 * everything that determines the future (weights, optimizer state, minibatch RNG, step) is in
   each checkpoint, and metrics past the resumed checkpoint are dropped and recomputed, so
   resuming after a `kill -9` gives bit-identical weights and metrics (same machine, CPU);
-* SIGINT / SIGTERM are turned into a checkpoint at the next step boundary (`stop_on_signals`),
-  then `TrainingInterrupted` (the CLI exits 130 / 143);
+* SIGINT / SIGTERM / SIGHUP are turned into a checkpoint at the next step boundary
+  (`interp.signals.stop_on_signals`, re-exported here), then `TrainingInterrupted` (the CLI
+  exits 130 / 143 / 129); so is the end of a sweep worker's supervising process;
 * a finished run (`DONE`) is not retrained, and a lock keeps two processes out of one folder;
 * a run whose weights or evaluated losses become NaN or inf stops at that evaluation (or
   checkpoint) without saving it: LATEST keeps the last finite checkpoint, and `DONE` records
@@ -27,12 +28,9 @@ Never losing work:
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
-import signal
-import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +41,7 @@ from tqdm import tqdm
 from interp.config import to_dict
 from interp.errors import TrainingInterrupted
 from interp.metrics import evaluate, mean_loss, milestones
+from interp.signals import StopFlag, stop_on_signals
 from interp.splits import Split, Task, split_digests
 from interp.store.checkpoint import load_state_into
 from interp.store.formats import first_nonfinite
@@ -130,7 +129,7 @@ def train(
     Raises:
         ConfigError: If `run_dir` holds a run with another config.
         CheckpointError: If the run's checkpoints are damaged or its data changed.
-        TrainingInterrupted: On SIGINT / SIGTERM, after saving a checkpoint.
+        TrainingInterrupted: On SIGINT / SIGTERM / SIGHUP, after saving a checkpoint.
     """
     splits = task.splits(config.data_seed)
     with open_run(run_dir, run_config(model, task, config), split_digests(splits)) as run:
@@ -373,28 +372,3 @@ def _to(split: Split, device: str) -> Split:
         {k: v.to(device) for k, v in split.groups.items()},
         {k: v.to(device) for k, v in split.extras.items()},
     )
-
-
-class StopFlag:
-    """Set to the signal number by `stop_on_signals` when SIGINT or SIGTERM arrives."""
-
-    signum: int | None = None
-
-
-@contextlib.contextmanager
-def stop_on_signals() -> Iterator[StopFlag]:
-    """Turn SIGINT / SIGTERM into a flag checked at step boundaries (main thread only)."""
-    flag = StopFlag()
-    if threading.current_thread() is not threading.main_thread():
-        yield flag
-        return
-
-    def handler(signum: int, frame: Any) -> None:
-        flag.signum = signum
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield flag
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
