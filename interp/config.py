@@ -86,9 +86,27 @@ def check_bool(owner: str, name: str, value: Any) -> None:
         raise ConfigError(f"{owner}.{name} = {value!r} is invalid", "use true or false")
 
 
+OMIT_DEFAULT = "omit_default"
+"""Field metadata key: leave the field out of `to_dict` while it holds its default. For opt-in
+switches that change no computed value (e.g. a model's extra hook points), so that adding one
+does not change the configs stored before it existed (a stored run config must compare equal
+when the same run is resumed)."""
+
+
 def to_dict(config: Any) -> dict[str, Any]:
     """Return a JSON-ready dict of a (possibly nested) dataclass config."""
-    return _jsonable(dataclasses.asdict(config))
+    return _jsonable(_omit_defaults(config, dataclasses.asdict(config)))
+
+
+def _omit_defaults(config: Any, data: dict[str, Any]) -> dict[str, Any]:
+    """Drop the `OMIT_DEFAULT` fields at their default from `asdict`'s `data`, recursively."""
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if f.metadata.get(OMIT_DEFAULT) and value == f.default:
+            data.pop(f.name, None)
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            _omit_defaults(value, data[f.name])
+    return data
 
 
 def _jsonable(value: Any) -> Any:
