@@ -3,7 +3,7 @@
 Run: `.venv/bin/python benchmarks/circuits.py [--pairs 2048] [--steps 20] [--threads N]`.
 
 The model is study A's ``mpsp-2l2h`` preset (2 layers, 2 heads, d_model 64) on MPSP with vocab
-32 and n = 5 (sequence length 6: 327 edges), at its seeded initialisation (the cost does not
+32 and n = 5 (sequence length 6: 326 edges), at its seeded initialisation (the cost does not
 depend on the weights); the pairs are the adv split's examples with their label-flip partners.
 Each method runs once after a small warm-up; the table gives wall times and the ratio of exact
 patching's time to each estimate's, and the system load average before and after, since a
