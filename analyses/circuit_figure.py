@@ -180,3 +180,60 @@ def graph_figure(result: CircuitResult) -> go.Figure:
             font={"color": "firebrick"},
         )
     return fig
+
+
+def circuit_over_training(evolution: Any, flip: str = "label", phase_step: int | None = None) -> go.Figure:
+    """Which edges enter and leave the circuit across checkpoints (`analyses.evolution.evolve` of ``circuit``).
+
+    Rows are the edges kept at any checkpoint (by the step they first enter), columns the
+    checkpoints; colour is the edge's |score| (of the analysis's ``method``), a dot marks the
+    checkpoints where the circuit keeps it.
+
+    Args:
+        evolution: An `Evolution` of the ``circuit`` analysis.
+        flip: The pairing to show (``label`` or ``shortcut``).
+        phase_step: A step to mark with a vertical line (e.g. a phase detector's onset).
+    """
+    steps, results = evolution.steps, evolution.results
+    method = results[0].params.get("method", "exact")
+    edges = [
+        f"{u}->{r}@{p}"
+        for u, r, p in zip(results[0].edge_upstream, results[0].edge_receiver, results[0].edge_pos)
+    ]
+    rows = [r.flips.index(flip) for r in results]
+    kept = np.stack([r.kept[i].numpy() > 0 for r, i in zip(results, rows)], axis=1)  # [edge, step]
+    score = np.stack([getattr(r, method)[i].abs().numpy() for r, i in zip(results, rows)], axis=1)
+    ever = np.flatnonzero(kept.any(axis=1))
+    ever = ever[np.argsort(kept[ever].argmax(axis=1), kind="stable")]  # by first entry
+    labels = [edges[e] for e in ever]
+    fig = go.Figure(
+        go.Heatmap(
+            z=score[ever].tolist(),
+            x=[str(s) for s in steps],
+            y=labels,
+            colorscale="Blues",
+            colorbar={"title": f"|{method}|"},
+            hovertemplate="edge %{y}<br>step %{x}<br>|score| %{z:.4f}<extra></extra>",
+        )
+    )
+    dots = np.argwhere(kept[ever])
+    fig.add_trace(
+        go.Scatter(
+            x=[str(steps[j]) for _, j in dots],
+            y=[labels[i] for i, _ in dots],
+            mode="markers",
+            marker={"color": KEPT, "size": 6},
+            name="in the circuit",
+            hoverinfo="skip",
+        )
+    )
+    if phase_step is not None:
+        fig.add_vline(x=str(phase_step), line_dash="dash", annotation_text="phase 2")
+    fig.update_layout(
+        title=f"Circuit over training ({flip}-flip pairs): edges kept at any checkpoint",
+        xaxis_title="step",
+        yaxis={"autorange": "reversed", "type": "category"},
+        xaxis={"type": "category"},
+        height=300 + 14 * len(labels),
+    )
+    return fig
