@@ -209,7 +209,7 @@ def circuit_over_training(evolution: Any, flip: str = "label", phase_step: int |
     fig = go.Figure(
         go.Heatmap(
             z=score[ever].tolist(),
-            x=[str(s) for s in steps],
+            x=list(steps),
             y=labels,
             colorscale="Blues",
             colorbar={"title": f"|{method}|"},
@@ -219,7 +219,7 @@ def circuit_over_training(evolution: Any, flip: str = "label", phase_step: int |
     dots = np.argwhere(kept[ever])
     fig.add_trace(
         go.Scatter(
-            x=[str(steps[j]) for _, j in dots],
+            x=[steps[j] for _, j in dots],
             y=[labels[i] for i, _ in dots],
             mode="markers",
             marker={"color": KEPT, "size": 6},
@@ -228,12 +228,11 @@ def circuit_over_training(evolution: Any, flip: str = "label", phase_step: int |
         )
     )
     if phase_step is not None:
-        fig.add_vline(x=str(phase_step), line_dash="dash", annotation_text="phase 2")
+        fig.add_vline(x=phase_step, line_dash="dash", annotation_text="phase 2")
     fig.update_layout(
         title=f"Circuit over training ({flip}-flip pairs): edges kept at any checkpoint",
         xaxis_title="step",
         yaxis={"autorange": "reversed", "type": "category"},
-        xaxis={"type": "category"},
         height=300 + 14 * len(labels),
     )
     return fig

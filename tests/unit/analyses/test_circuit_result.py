@@ -79,7 +79,7 @@ def test_circuit_over_training_shows_edges_entering_and_leaving():
         "MLP0->logits@1",
         "embed->L0H0.q@0",
     ]  # by first entry; the never-kept edge left out
-    assert sorted(zip(dots.x, dots.y)) == [("0", "MLP0->logits@1"), ("100", "embed->L0H0.q@0")]
+    assert sorted(zip(dots.x, dots.y)) == [(0, "MLP0->logits@1"), (100, "embed->L0H0.q@0")]
 
 
 @pytest.mark.parametrize(
