@@ -21,6 +21,11 @@ REGISTRY: dict[str, tuple[str, str]] = {
         "analyses.attribute",
         "Attribution patching: the gradient estimate of activation patching at every site at once.",
     ),
+    "circuit": (
+        "analyses.circuit",
+        "Edge circuits: exact edge patching, EAP and EAP-IG scores of every edge with positions, their "
+        "agreement, and the faithfulness of the top-k circuits.",
+    ),
     "dla": (
         "analyses.dla",
         "Direct logit attribution: each head, MLP (or neuron) and embedding's direct share of the label "

@@ -89,11 +89,25 @@ class Attention(nn.Module):
         self.hook_pattern = HookPoint()
         self.hook_result = HookPoint()  # [batch, pos, head, d_model]
 
-    def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
-        """Multi-head attention with TransformerLens's hook points (q, k, v, scores, pattern, z, result)."""
-        q = self.hook_q(torch.einsum("bpd,hde->bphe", x, self.W_Q) + self.b_Q)
-        k = self.hook_k(torch.einsum("bpd,hde->bphe", x, self.W_K) + self.b_K)
-        v = self.hook_v(torch.einsum("bpd,hde->bphe", x, self.W_V) + self.b_V)
+    def forward(
+        self,
+        query_input: Float[Tensor, "batch pos *head d_model"],
+        key_input: Float[Tensor, "batch pos *head d_model"] | None = None,
+        value_input: Float[Tensor, "batch pos *head d_model"] | None = None,
+    ) -> Float[Tensor, "batch pos d_model"]:
+        """Multi-head attention with TransformerLens's hook points (q, k, v, scores, pattern, z, result).
+
+        Args:
+            query_input: The (normalised) residual stream [batch, pos, d_model], or one copy per
+                head [batch, pos, n_heads, d_model] (`use_split_qkv_input`).
+            key_input: Likewise for the keys; defaults to `query_input`.
+            value_input: Likewise for the values; defaults to `query_input`.
+        """
+        key_input = query_input if key_input is None else key_input
+        value_input = query_input if value_input is None else value_input
+        q = self.hook_q(_project(query_input, self.W_Q) + self.b_Q)
+        k = self.hook_k(_project(key_input, self.W_K) + self.b_K)
+        v = self.hook_v(_project(value_input, self.W_V) + self.b_V)
         scores = q.permute(0, 2, 1, 3) @ k.permute(0, 2, 3, 1) / self.attn_scale
         if self.cfg.attention_dir == "causal":
             n = scores.shape[-1]
@@ -105,6 +119,15 @@ class Attention(nn.Module):
             result = self.hook_result(torch.einsum("bphe,hed->bphd", z, self.W_O))
             return result.sum(dim=2) + self.b_O
         return F.linear(z.flatten(2), self.W_O.flatten(0, 1).T, self.b_O)
+
+
+def _project(x: Tensor, w: Float[Tensor, "head d_model d_head"]) -> Float[Tensor, "batch pos head d_head"]:
+    """`x @ W` per head: `x` is shared by the heads [batch, pos, d_model] or split
+    [batch, pos, head, d_model] (TransformerLens's `simple_attn_linear` / `complex_attn_linear`).
+    """
+    if x.ndim == 4:
+        return torch.einsum("bphd,hde->bphe", x, w)
+    return torch.einsum("bpd,hde->bphe", x, w)
 
 
 class MLP(nn.Module):
@@ -151,11 +174,17 @@ class TransformerBlock(nn.Module):
         self.ln2: nn.Module = LayerNorm(cfg) if cfg.normalization_type == "LN" else nn.Identity()
         self.attn = Attention(cfg)
         self.mlp = MLP(cfg)
+        self.cfg = cfg
         self.hook_resid_pre = HookPoint()  # [batch, pos, d_model]
         self.hook_attn_out = HookPoint()
         self.hook_resid_mid = HookPoint()
         self.hook_mlp_out = HookPoint()
         self.hook_resid_post = HookPoint()
+        # Opt-in, as in TransformerLens: they exist always and fire only with their flag.
+        self.hook_q_input = HookPoint()  # [batch, pos, head, d_model] (use_split_qkv_input)
+        self.hook_k_input = HookPoint()
+        self.hook_v_input = HookPoint()
+        self.hook_mlp_in = HookPoint()  # [batch, pos, d_model] (use_hook_mlp_in)
 
     # The output's batch may differ from the input's: a hook at hook_resid_pre may return several
     # copies of the examples (`interp.dissect.interventions` runs many interventions in one pass).
@@ -164,8 +193,19 @@ class TransformerBlock(nn.Module):
     ) -> Float[Tensor, "batch_out pos d_model"]:
         """One block: attention and MLP with their residual adds and hook points."""
         resid_pre = self.hook_resid_pre(resid_pre)
-        resid_mid = self.hook_resid_mid(resid_pre + self.hook_attn_out(self.attn(self.ln1(resid_pre))))
-        return self.hook_resid_post(resid_mid + self.hook_mlp_out(self.mlp(self.ln2(resid_mid))))
+        if self.cfg.use_split_qkv_input:
+            # One copy per head (cloned: a hook may write one head's copy in place), normalised
+            # separately in TransformerLens's order, so ln1's hooks hold the value input's.
+            per_head = resid_pre.unsqueeze(2).expand(-1, -1, self.cfg.n_heads, -1)
+            q_in = self.hook_q_input(per_head.clone())
+            k_in = self.hook_k_input(per_head.clone())
+            v_in = self.hook_v_input(per_head.clone())
+            attn_out = self.attn(self.ln1(q_in), self.ln1(k_in), self.ln1(v_in))
+        else:
+            attn_out = self.attn(self.ln1(resid_pre))
+        resid_mid = self.hook_resid_mid(resid_pre + self.hook_attn_out(attn_out))
+        mlp_in = self.hook_mlp_in(resid_mid.clone()) if self.cfg.use_hook_mlp_in else resid_mid
+        return self.hook_resid_post(resid_mid + self.hook_mlp_out(self.mlp(self.ln2(mlp_in))))
 
 
 _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}

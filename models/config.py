@@ -8,10 +8,10 @@ field-by-field copy.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from interp.config import check_choice, check_int, from_dict, to_dict
+from interp.config import check_bool, check_choice, check_int, from_dict, to_dict
 from interp.errors import ConfigError, did_you_mean
 
 
@@ -33,6 +33,14 @@ class TransformerConfig:
         attention_dir: ``"causal"`` or ``"bidirectional"``.
         act_fn: MLP activation, ``"relu"`` or ``"gelu"``.
         use_attn_result: Compute per-head outputs at `hook_result` (costs memory).
+        use_split_qkv_input: Give each head its own copy of the residual stream as query, key
+            and value input, at `blocks.{l}.hook_q_input` / `hook_k_input` / `hook_v_input`
+            ([batch, pos, n_heads, d_model]; costs memory), as TransformerLens does. Edge
+            patching writes there (`interp.dissect.edges`). Changes no value; left out of a
+            stored config while False.
+        use_hook_mlp_in: Call `blocks.{l}.hook_mlp_in` on a copy of the MLP's input
+            ([batch, pos, d_model]), as TransformerLens does. Changes no value; left out of a
+            stored config while False.
         eps: LayerNorm epsilon.
         init_range: Std of the normal init of weight matrices; defaults to `0.8 / sqrt(d_model)`
             (TransformerLens's GPT-2 init).
@@ -53,6 +61,8 @@ class TransformerConfig:
     attention_dir: str = "causal"
     act_fn: str = "relu"
     use_attn_result: bool = False
+    use_split_qkv_input: bool = field(default=False, metadata={"added": True})
+    use_hook_mlp_in: bool = field(default=False, metadata={"added": True})
     eps: float = 1e-5
     init_range: float | None = None
 
@@ -74,6 +84,8 @@ class TransformerConfig:
             ("act_fn", ("relu", "gelu")),
         ):
             check_choice("TransformerConfig", name, getattr(self, name), choices)
+        for name in ("use_attn_result", "use_split_qkv_input", "use_hook_mlp_in"):
+            check_bool("TransformerConfig", name, getattr(self, name))
         if self.init_range is None:
             object.__setattr__(self, "init_range", 0.8 / self.d_model**0.5)
 

@@ -36,6 +36,8 @@ _SHARED_FIELDS = (
     "attention_dir",
     "act_fn",
     "use_attn_result",
+    "use_split_qkv_input",
+    "use_hook_mlp_in",
     "eps",
 )
 # TransformerLens settings that must hold for the conversion to be exact.

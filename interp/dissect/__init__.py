@@ -36,6 +36,9 @@ _MODULES = {
     "interp.dissect.fourier": ("fourier_amplitudes", "ipr", "neuron_ipr"),
     "interp.dissect.weights": ("effective_rank", "parameter_cosine", "transformer_ranks"),
     "interp.dissect.rank_stats": ("pearson", "rank_biserial", "rankdata", "spearman"),
+    "interp.dissect.edges": ("EdgeGraph", "edge_graph", "run_with_edges", "with_split_inputs"),
+    "interp.dissect.edge_attribution": ("agreement", "exact_scores", "gradient_scores"),
+    "interp.dissect.circuits": ("faithfulness_curve", "smallest_faithful"),
 }
 _NAMES = {name: module for module, names in _MODULES.items() for name in names}
 __all__ = sorted(_NAMES)

@@ -38,7 +38,7 @@ def test_every_registered_analysis_has_a_generated_page_and_no_other(tmp_path):
 
 # Analyses whose pages state the method's definition and its reference (every analysis added
 # with attribution, path patching, logit attribution and the progress measures does).
-DEFINED = ("patch", "attribute", "path-patch", "dla", "fourier", "progress")
+DEFINED = ("patch", "attribute", "path-patch", "dla", "fourier", "progress", "circuit")
 
 
 @pytest.mark.parametrize("name", DEFINED)
