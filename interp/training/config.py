@@ -13,6 +13,9 @@ from interp.config import check_choice, check_int, check_real, param
 LOSSES = ("cross_entropy", "mse")
 """The training losses `interp.metrics.per_example_loss` implements."""
 
+EVAL_MEASURES = ("attn_pos0", "ov_parity_rho", "grad_groups")
+"""The circuit measures `TrainConfig.eval_measures` may name (`interp.dissect.measures`)."""
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -40,9 +43,18 @@ class TrainConfig:
     bf16: bool = param(
         False, "bfloat16 autocast for the training forward (weights, optimizer and evaluation stay fp32)."
     )
+    eval_measures: tuple[str, ...] = param(
+        (),
+        "Circuit measures logged at every evaluation (opt-in; interp.dissect.measures): attn_pos0, "
+        "ov_parity_rho, grad_groups. Measured cost per evaluation: see docs/concepts/training.md.",
+    )
 
     def __post_init__(self) -> None:
         owner = "TrainConfig"
+        if isinstance(self.eval_measures, str) or not isinstance(self.eval_measures, (tuple, list)):
+            check_choice(owner, "eval_measures", self.eval_measures, EVAL_MEASURES)  # raises
+        for name in self.eval_measures:
+            check_choice(owner, "eval_measures", name, EVAL_MEASURES)
         for name in ("epochs", "eval_every"):
             check_int(owner, name, getattr(self, name), 1)
         for name in ("batch_size", "checkpoint_every"):

@@ -41,6 +41,7 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from interp.config import to_dict
+from interp.dissect.measures import check_measures, measure_record
 from interp.errors import TrainingInterrupted
 from interp.metrics import evaluate, mean_loss, milestones
 from interp.splits import Split, Task, split_digests
@@ -61,6 +62,8 @@ def run_config(model: nn.Module, task: Task, config: Any, **extra: Any) -> dict[
         **extra: More top-level sections (e.g. ``injection={...}``, ``source="..."``).
     """
     train = to_dict(config) if dataclasses.is_dataclass(config) else dict(config)
+    if train.get("eval_measures") == []:  # runs made before the option existed keep their config
+        del train["eval_measures"]
     return {
         "model": {"kind": model.cfg.kind, **to_dict(model.cfg)},
         "task": task.to_dict(),
@@ -187,6 +190,7 @@ class TrainLoop:
             schedule(config.epochs, config.checkpoint_every, config.checkpoint_log_points, include_zero=True)
         )
         self.target_acc, self.reached, self.train_acc = target_acc, False, float("nan")
+        check_measures(config.eval_measures, model, self.splits)
         self.step = -1
         self.diverged: dict[str, Any] | None = None
 
@@ -324,6 +328,8 @@ class TrainLoop:
         if bad is not None:
             self._diverge(bad, str(record[bad]))
             return None
+        # Circuit measures after the finiteness check: an undefined measure (NaN) is not divergence.
+        record.update(measure_record(self.model, self.splits, self.config.eval_measures, self.config.loss))
         self.session.log(record)
         return record
 
