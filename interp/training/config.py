@@ -46,7 +46,8 @@ class TrainConfig:
     eval_measures: tuple[str, ...] = param(
         (),
         "Circuit measures logged at every evaluation (opt-in; interp.dissect.measures): attn_pos0, "
-        "ov_parity_rho, grad_groups. Measured cost per evaluation: see docs/concepts/training.md.",
+        "ov_parity_rho, grad_groups. Cost at study scale: about one training step per evaluation, "
+        "mostly grad_groups (docs/concepts/training.md).",
     )
 
     def __post_init__(self) -> None:
