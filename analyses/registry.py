@@ -43,6 +43,10 @@ REGISTRY: dict[str, tuple[str, str]] = {
         "analyses.grads",
         "Per-group gradient decomposition: conflict (cosine) and amplification per block.",
     ),
+    "probe": (
+        "analyses.probe",
+        "Linear probes for a target at every site and position, and token parity from W_E on held-out values.",
+    ),
     "rank": (
         "analyses.rank",
         "Effective rank (Roy-Vetterli) of every attention and MLP weight matrix, per head and per layer.",

@@ -6,12 +6,16 @@ Flat ``split/group/metric`` keys keep the file greppable and easy to load into a
 
 Milestones are what the studies report about a run: the first evaluated step at which a
 metric reaches a threshold (study A: adv accuracy 100% = "generalized"; study C: `t_mem_clean`,
-`t_mem_noisy`, `t_gen` at 99%), and whether it still holds at the end ("kept").
+`t_mem_noisy`, `t_gen` at 99%), and whether it still holds at the end ("kept"). `find_rise`
+marks where a metric rose to such a level (study A's phase 2): its onset and end, by one stated
+rule, so every figure that marks a phase marks the same epochs.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -113,3 +117,74 @@ def milestones(
             "kept": bool(scored) and all(scored[-1][k] >= threshold for k in keys),
         }
     return result
+
+
+@dataclass(frozen=True)
+class Rise:
+    """Where a metric rose to its target (`find_rise`).
+
+    Attributes:
+        onset: The step of the last evaluation before the rise at which the metric was within
+            `tol` of its plateau: the rise starts after it.
+        end: The step of the first evaluation at which the metric reached ``target - tol`` (and
+            held it for `hold` evaluations).
+        plateau: The level before the rise (a median; see `find_rise`).
+        target: The level risen to; `tol` the tolerance both ends were found with.
+    """
+
+    onset: int
+    end: int
+    plateau: float
+    target: float
+    tol: float
+
+
+def find_rise(
+    records: Sequence[Mapping[str, Any]],
+    metric: str | tuple[str, ...],
+    target: float,
+    tol: float = 0.05,
+    hold: int = 1,
+) -> Rise | None:
+    """The onset and end of the first rise of `metric` from its plateau to `target`.
+
+    The rule, on ``y_i``: the metric at evaluation i (records in step order; several keys: their
+    minimum, so ``("val/acc", "adv/acc")`` rises when both have; records lacking a key skipped):
+
+    * **end** ``e``: the first evaluation from which ``y >= target - tol`` at `hold` consecutive
+      evaluations;
+    * **plateau** ``P``: the median of ``y_i`` over the evaluations before ``e`` whose value is at
+      most half-way from the lowest of them to the target, ``y_i <= (min_{i<e} y_i + target) / 2``
+      (the level the metric sat at, robust to noise and to the early transient, and blind to the
+      upper half of the rise itself);
+    * **onset**: the last evaluation before ``e`` at which ``y <= P + tol``.
+
+    So on a noisy curve the onset is where the metric last sat at its plateau, and the end the
+    first evaluation within `tol` of the target; a curve that rises, falls and rises again gives
+    its first rise (its end is the first evaluation at the target). None when no evaluation
+    reaches ``target - tol`` (it never rose) or the first one does (it never sat below the
+    target, so nothing rose).
+
+    Args:
+        records: Metrics records (``{"step": ..., key: value}``), in step order.
+        metric: A key, or several keys whose minimum is the measure.
+        target: The level of the milestone (study A's phase 2: val and adv accuracy at 1.0).
+        tol: Tolerance, in the metric's units, at both ends.
+        hold: Evaluations in a row the end must hold ``target - tol`` (1: the first one that does).
+
+    Returns:
+        The rise, or None.
+    """
+    keys = (metric,) if isinstance(metric, str) else tuple(metric)
+    scored = [r for r in records if all(k in r for k in keys)]
+    steps = [r["step"] for r in scored]
+    y = [min(float(r[k]) for k in keys) for r in scored]
+    high = [v >= target - tol for v in y]
+    end = next((i for i in range(len(y) - hold + 1) if all(high[i : i + hold])), None)
+    if not end:  # None: never reached; 0: at the target from the first evaluation
+        return None
+    before = y[:end]
+    half_way = (min(before) + target) / 2
+    plateau = statistics.median(v for v in before if v <= half_way)
+    onset = max(i for i, v in enumerate(before) if v <= plateau + tol)
+    return Rise(onset=steps[onset], end=steps[end], plateau=plateau, target=target, tol=tol)

@@ -52,7 +52,7 @@ from analyses.studies.study_a_stats import (
 )
 from analyses.studies.survival import time_to_milestone_figure
 from interp.store.atomic import atomic_write_text
-from interp.store.run_folder import read_metrics
+from interp.store.run_folder import read_config, read_metrics
 
 REPORT_FILE, RATES_FILE, RUNS_FILE = "report.html", "rates.csv", "runs.csv"
 OUTCOMES_FILE, TESTS_FILE = "outcomes.csv", "tests.csv"  # study A's (written for its runs only)
@@ -93,6 +93,11 @@ def accuracy_figure(run_dir: str | Path, milestones: dict[str, dict[str, Any]] |
     for index, (name, step) in enumerate(reached):
         # Labels stacked downwards: milestones are often reached at the same evaluation.
         add_step_marker(fig, axis, step, name, colour=milestone_colour(name), label_y=1 - 0.09 * index)
+    if read_config(run_dir).get("task", {}).get("name") == "mpsp":
+        # Study A: its phase 2 by the rule every study-A figure uses (imported here: it loads torch).
+        from analyses.studies.study_a import add_phase2_markers
+
+        add_phase2_markers(fig, axis, records, label_y=0.55)
     fig.update_xaxes(**axis.layout())
     fig.update_yaxes(title_text="accuracy", range=[-0.02, 1.04])
     fig.update_layout(height=340, margin={"t": 40, "b": 50}, legend={"title": {"text": "split"}})

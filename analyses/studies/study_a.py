@@ -3,8 +3,9 @@
 The figure puts on one epoch axis what shows shortcut saturation (docs/study_a.md): accuracy
 on train / val / adv; the gradient conflict (cosine of the consistent and opposing gradients)
 and the amplification relative to its stationary-point value r/(1-r); and per head the QK
-magnitude-sorting rho, the OV parity rho and the attention to position 0. The detected phase-2
-onset (adv accuracy clearly above chance while val accuracy stays >= 99%) is marked.
+magnitude-sorting rho, the OV parity rho and the attention to position 0. Phase 2 (`phase2`:
+the rise of the lower of val and adv accuracy to 100%, found by `interp.metrics.find_rise`) is
+shaded from its onset to its end, the same epochs the explorer and the report mark.
 
 The explorer is one plotly figure with a slider over checkpoints: each head's mean attention
 from the readout position to every key position on the adv split, beside that checkpoint's
@@ -28,8 +29,10 @@ from analyses.evolution import Evolution, evolve
 from analyses.studies.plots import StepAxis, add_step_marker, head_colour, head_label, split_colour
 from analyses.subject import load_subject
 from interp.dissect.heads import readout_patterns
+from interp.metrics import Rise, find_rise
 from interp.store import checkpoint_dir
 from interp.store.run_folder import read_config
+from tasks import MPSPTask
 
 # (Fingerprint field, panel title, y axis title, y range) for the three per-head panels.
 HEAD_PANELS = (
@@ -45,16 +48,40 @@ HEAD_MEASURES = {
 ROWS = 3 + len(HEAD_PANELS)
 
 
-def phase2_onset(
-    metrics: Sequence[dict[str, Any]], chance: float, margin: float = 0.15, val_threshold: float = 0.99
-) -> int | None:
-    """First evaluated epoch where adv accuracy exceeds chance + `margin` while val accuracy
-    is at least `val_threshold` (the true rule appearing beside a kept shortcut), or None.
+# Phase 2 is the rise of the *rule* milestone's measure: the lower of val and adv accuracy (an
+# inverted shortcut alone puts adv at 100% on a binary label, with val at 0).
+PHASE2_METRIC, PHASE2_TARGET = MPSPTask.milestones["rule"]
+PHASE2_TOL = 0.05
+
+
+def phase2(metrics: Sequence[dict[str, Any]], tol: float = PHASE2_TOL) -> Rise | None:
+    """Study A's phase 2 in a run's metrics: the rise of min(val, adv accuracy) to 100%
+    (`interp.metrics.find_rise` with tolerance `tol`: onset where it last sat within `tol` of its
+    phase-1 plateau, end where it first reached 1 - `tol`), or None if it never rose.
     """
-    for record in metrics:
-        if record.get("adv/acc", 0.0) >= chance + margin and record.get("val/acc", 0.0) >= val_threshold:
-            return record["step"]
-    return None
+    return find_rise(metrics, PHASE2_METRIC, PHASE2_TARGET, tol=tol)
+
+
+def phase2_label(rise: Rise | None) -> str:
+    """How every figure names the phase: ``phase 2: epochs 400-620`` (or that there was none)."""
+    if rise is None:
+        return f"no phase 2 (min(val, adv) accuracy never reached {PHASE2_TARGET - PHASE2_TOL:.0%})"
+    return f"phase 2: epochs {rise.onset:,}-{rise.end:,}"
+
+
+def add_phase2_markers(
+    fig: go.Figure, axis: StepAxis, metrics: Sequence[dict[str, Any]], *, rows: int = 1, label_y: float = 1.0
+) -> Rise | None:
+    """Dotted lines through every row at phase 2's onset and end (`phase2`), labelled in row 1."""
+    rise = phase2(metrics)
+    if rise is not None:
+        add_step_marker(
+            fig, axis, rise.onset, f"phase 2 onset, epoch {rise.onset:,}", rows=rows, label_y=label_y
+        )
+        add_step_marker(
+            fig, axis, rise.end, f"phase 2 end, epoch {rise.end:,}", rows=rows, label_y=label_y - 0.1
+        )
+    return rise
 
 
 def evolutions(
@@ -92,8 +119,9 @@ def circuit_evolution_figure(
 ) -> go.Figure:
     """Study A's circuit-evolution figure of a run (see the module docstring).
 
-    Every panel shares one step axis (log by default; step 0 drawn as "0"); the phase-2
-    onset, if any, is a dotted line through every panel, labelled in the accuracy panel.
+    Every panel shares one step axis (log by default; step 0 drawn as "0"); phase 2 (`phase2`),
+    if the run has one, is a dotted line through every panel at its onset and another at its
+    end, labelled in the accuracy panel.
     """
     run_dir = Path(run_dir)
     fp, gr = evolutions(run_dir, progress=progress, cache=cache)
@@ -111,9 +139,7 @@ def circuit_evolution_figure(
     for offset, (measure, _, y_title, y_range) in enumerate(HEAD_PANELS):
         _add_heads(fig, fp, measure, 4 + offset, axis)
         fig.update_yaxes(title_text=y_title, range=[y_range[0] - 0.05, y_range[1] + 0.05], row=4 + offset)
-    onset = phase2_onset(fp.metrics, chance=1 / n_classes)
-    if onset is not None:
-        add_step_marker(fig, axis, onset, f"phase 2 from epoch {onset:,}", rows=ROWS)
+    add_phase2_markers(fig, axis, fp.metrics, rows=ROWS)
     # Tick labels on every panel (they are far apart), the axis title once at the bottom.
     fig.update_xaxes(**{**axis.layout(), "title_text": None}, showticklabels=True)
     fig.update_xaxes(title_text=axis.layout()["title_text"], row=ROWS)
@@ -266,7 +292,7 @@ def attention_explorer(
         for f in frames
     ]
     fig.update_layout(
-        title=f"Checkpoint explorer: {run_title(run_dir)}",
+        title=f"Checkpoint explorer: {run_title(run_dir)}<br><sup>{phase2_label(phase2(fp.metrics))}</sup>",
         # The slider goes below the heatmap's rotated position labels and its axis title.
         sliders=[{"steps": steps, "currentvalue": {"prefix": "epoch "}, "pad": {"t": 95}}],
         barmode="group",

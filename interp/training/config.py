@@ -16,6 +16,9 @@ from interp.config import check_choice, check_int, check_real, param
 LOSSES = ("cross_entropy", "mse")
 """The training losses `interp.metrics.per_example_loss` implements."""
 
+EVAL_MEASURES = ("attn_pos0", "ov_parity_rho", "grad_groups")
+"""The circuit measures `TrainConfig.eval_measures` may name (`interp.dissect.measures`)."""
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -50,6 +53,14 @@ class TrainConfig:
         added=True,
     )
 
+    eval_measures: tuple[str, ...] = param(
+        (),
+        "Circuit measures logged at every evaluation (opt-in; interp.dissect.measures): attn_pos0, "
+        "ov_parity_rho, grad_groups. Cost at study scale: about one training step per evaluation, "
+        "mostly grad_groups (docs/concepts/training.md).",
+        added=True,
+    )
+
     @staticmethod
     def migrate(data: Mapping[str, Any]) -> Mapping[str, Any]:
         """The current form of a train config read from a file (`interp.config.from_dict`).
@@ -64,6 +75,10 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         owner = "TrainConfig"
+        if isinstance(self.eval_measures, str) or not isinstance(self.eval_measures, (tuple, list)):
+            check_choice(owner, "eval_measures", self.eval_measures, EVAL_MEASURES)  # raises
+        for name in self.eval_measures:
+            check_choice(owner, "eval_measures", name, EVAL_MEASURES)
         for name in ("epochs", "eval_every"):
             check_int(owner, name, getattr(self, name), 1)
         for name in ("batch_size", "checkpoint_every"):

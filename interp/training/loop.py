@@ -39,6 +39,7 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from interp.config import to_dict
+from interp.dissect.measures import check_measures, measure_record
 from interp.errors import TrainingInterrupted
 from interp.metrics import evaluate, mean_loss, milestones
 from interp.signals import StopFlag, stop_on_signals
@@ -185,6 +186,7 @@ class TrainLoop:
             schedule(config.epochs, config.checkpoint_every, config.checkpoint_log_points, include_zero=True)
         )
         self.target_acc, self.reached, self.train_acc = config.target_acc, False, float("nan")
+        check_measures(config.eval_measures, model, self.splits)
         self.step = -1
         self.diverged: dict[str, Any] | None = None
 
@@ -322,6 +324,8 @@ class TrainLoop:
         if bad is not None:
             self._diverge(bad, str(record[bad]))
             return None
+        # Circuit measures after the finiteness check: an undefined measure (NaN) is not divergence.
+        record.update(measure_record(self.model, self.splits, self.config.eval_measures, self.config.loss))
         self.session.log(record)
         return record
 

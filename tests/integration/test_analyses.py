@@ -176,6 +176,7 @@ def test_no_analysis_lets_a_hook_fail_silently(name, run, runs, tmp_path):
         ("progress", "modadd_transformer", ["--param", "frequencies=1,2"]),
         ("fourier", "quadratic_mlp", []),
         ("dla", "transformer", ["--param", "splits=adv"]),
+        ("probe", "transformer", ["--param", "target=shortcut", "--param", "sites=z_pos"]),
     ],
 )
 def test_evolve_runs_an_analysis_over_every_checkpoint_with_its_params(
@@ -204,6 +205,10 @@ def test_evolve_runs_an_analysis_over_every_checkpoint_with_its_params(
         assert (frame["key_frequencies"].astype(str) == "1,2").all()
     if name == "dla":
         assert set(frame["split"]) == {"adv"}
+    if name == "probe":
+        site_rows = frame[frame["probe"] == "z_pos"]
+        assert set(site_rows["target"]) == {"shortcut"} and len(site_rows) > 0
+        assert {"W_E", "W_E shuffled", "W_E initial"} <= set(frame["probe"])
 
 
 def test_evolve_rejects_unknown_params_with_exit_2(runs, capsys):

@@ -17,6 +17,7 @@ import analyses.studies.study_a as circuit_evolution
 from analyses import get_analysis, load_subject
 from analyses.evolution import evolve
 from analyses.studies.report import load_results, rate_table, wilson
+from analyses.studies.report_page import accuracy_figure
 from interp.cli import main
 from interp.store import checkpoint_dir, list_checkpoints
 from interp.store.run_folder import is_done, read_done
@@ -158,36 +159,42 @@ def test_study_a_evolution_writes_the_figure_and_explorer_and_the_old_spelling_s
     assert code == 2 and "--analysis" in err
 
 
-def test_the_phase2_onset_line_and_label_sit_at_the_onset_on_the_log_axis(sweep_dir, tmp_path):
+def test_the_phase2_lines_and_labels_sit_at_the_onset_and_end_on_the_log_axis(sweep_dir, tmp_path):
     import math
     import shutil
 
     run = tmp_path / "run"
     shutil.copytree(read_sweep(sweep_dir)[0][0].out, run)
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    onset = records[-2]["step"]
-    for record in records:
-        if record["step"] >= onset:
-            record |= {"val/acc": 1.0, "adv/acc": 0.9}
+    # Phase 1 (val right, adv wrong), then a rise over the last two evaluations.
+    for record, adv in zip(records, [0.0] * (len(records) - 2) + [0.6, 1.0]):
+        record |= {"val/acc": 1.0, "adv/acc": adv}
+    onset, end = records[-3]["step"], records[-1]["step"]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     fig = circuit_evolution.circuit_evolution_figure(run)
     # Shapes take data units on a log axis, annotations log10 units (plotly's conventions):
     # an annotation at x = onset would stretch the axis to 10^onset.
     lines = [s for s in fig.layout.shapes if s.x0 == s.x1 and s.yref.endswith("domain")]
-    assert len(lines) == 6 and {s.x0 for s in lines} == {onset}
-    (label,) = [a for a in fig.layout.annotations if a.text.startswith("phase 2")]
+    assert len(lines) == 12 and sorted({s.x0 for s in lines}) == [onset, end]
+    (label,) = [a for a in fig.layout.annotations if a.text.startswith("phase 2 onset")]
     assert label.x == pytest.approx(math.log10(onset)) and label.xref == "x"
+    assert f"epoch {onset:,}" in label.text
     low, high = fig.layout.xaxis.range
     assert low < math.log10(onset) < high < math.log10(records[-1]["step"]) + 1
+    # The explorer and the report's accuracy figure name the same epochs.
+    assert f"phase 2: epochs {onset:,}-{end:,}" in circuit_evolution.attention_explorer(run).layout.title.text
+    report = accuracy_figure(run, {})
+    assert sorted({s.x0 for s in report.layout.shapes if s.x0 == s.x1}) == [onset, end]
 
 
-def test_phase2_onset_on_a_synthetic_stream():
+def test_phase2_on_a_synthetic_stream():
     records = [
         {"step": s, "adv/acc": a, "val/acc": v}
         for s, a, v in [(0, 0.5, 0.5), (10, 0.1, 1.0), (20, 0.7, 0.95), (30, 0.7, 1.0), (40, 1.0, 1.0)]
     ]
-    assert circuit_evolution.phase2_onset(records, chance=0.5) == 30
-    assert circuit_evolution.phase2_onset(records[:3], chance=0.5) is None
+    rise = circuit_evolution.phase2(records)
+    assert (rise.onset, rise.end) == (10, 40)
+    assert circuit_evolution.phase2(records[:3]) is None
 
 
 def test_a_failing_run_is_reported_and_the_others_finish(tmp_path, capsys):
