@@ -18,8 +18,8 @@ from interp.config import to_dict
 from interp.dissect.hooks import cache_activations, run_with_checked_hooks
 from interp.errors import HookError
 from models import TransformerConfig
-from models.convert import from_transformer_lens, to_transformer_lens_config
 from models.transformer import Transformer
+from tests.oracle.oracle_models import pair_tokens, transformer_lens_pair
 
 ATOL = 1e-5
 FLAGS = dict(use_split_qkv_input=True, use_hook_mlp_in=True)
@@ -34,23 +34,12 @@ NEW_HOOKS = ("hook_q_input", "hook_k_input", "hook_v_input", "hook_mlp_in")
 
 
 def _pair(overrides: dict, seed: int = 0) -> tuple[HookedTransformer, Transformer]:
-    cfg = TransformerConfig(d_model=32, d_mlp=64, n_ctx=6, d_vocab=17, d_vocab_out=3, **overrides, **FLAGS)
-    torch.manual_seed(seed)
-    tl_model = HookedTransformer(to_transformer_lens_config(cfg))
-    with torch.no_grad():
-        for name, p in tl_model.named_parameters():
-            if not name.split(".")[-1].startswith("W_"):
-                p.add_(0.1 * torch.randn_like(p))
-    return tl_model, from_transformer_lens(tl_model)
+    return transformer_lens_pair({**overrides, **FLAGS}, seed)
 
 
 @pytest.fixture(params=list(CONFIGS), ids=list(CONFIGS))
 def pair(request):
     return _pair(CONFIGS[request.param])
-
-
-def _tokens(n: int = 8, seed: int = 1) -> torch.Tensor:
-    return torch.randint(0, 17, (n, 6), generator=torch.Generator().manual_seed(seed))
 
 
 def test_flags_reach_transformer_lens_and_back(pair):
@@ -61,7 +50,7 @@ def test_flags_reach_transformer_lens_and_back(pair):
 
 def test_every_cached_activation_and_the_logits_match_transformer_lens(pair):
     tl_model, ours = pair
-    tokens = _tokens()
+    tokens = pair_tokens()
     tl_logits, tl_cache = tl_model.run_with_cache(tokens)
     logits, cache = ours.run_with_cache(tokens)
     torch.testing.assert_close(logits, tl_logits, atol=ATOL, rtol=0)
@@ -76,7 +65,7 @@ def test_every_cached_activation_and_the_logits_match_transformer_lens(pair):
 
 def test_a_write_at_one_heads_query_input_matches_transformer_lens(pair):
     tl_model, ours = pair
-    tokens = _tokens(seed=2)
+    tokens = pair_tokens(seed=2)
     noise = torch.randn(8, 6, 32, generator=torch.Generator().manual_seed(3))
 
     def write(act, hook):
@@ -95,7 +84,7 @@ def test_the_flags_change_no_value():
     cfg = TransformerConfig(n_layers=2, n_heads=2, d_model=32, d_mlp=64, n_ctx=6, d_vocab=17, d_vocab_out=3)
     plain = Transformer(cfg, seed=4)
     split = Transformer(dataclasses.replace(cfg, **FLAGS), seed=4)
-    tokens = _tokens(seed=5)
+    tokens = pair_tokens(seed=5)
     torch.testing.assert_close(split(tokens), plain(tokens), atol=ATOL, rtol=0)
     torch.testing.assert_close(split.fast_readout(tokens), plain.readout(tokens), atol=ATOL, rtol=0)
 
@@ -110,4 +99,4 @@ def test_flags_off_leave_stored_configs_as_they_were():
 def test_split_input_hooks_without_their_flag_fail_loudly(hook):
     cfg = TransformerConfig(n_layers=1, n_heads=2, d_model=8, d_mlp=8, n_ctx=3, d_vocab=4, d_vocab_out=2)
     with pytest.raises(HookError, match=rf"'blocks\.0\.{hook}'.*never fired"):
-        cache_activations(Transformer(cfg), _tokens()[:, :3] % 4, [f"blocks.0.{hook}"])
+        cache_activations(Transformer(cfg), pair_tokens()[:, :3] % 4, [f"blocks.0.{hook}"])

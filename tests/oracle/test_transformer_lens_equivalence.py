@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformer_lens import HookedTransformer, patching
+from transformer_lens import patching
 
-from models import TransformerConfig
-from models.convert import from_transformer_lens, to_transformer_lens, to_transformer_lens_config
-from models.transformer import Transformer
+from models.convert import to_transformer_lens
+from tests.oracle.oracle_models import pair_tokens, transformer_lens_pair
 
 ATOL = 1e-5
 CONFIGS = {
@@ -26,30 +25,14 @@ CONFIGS = {
 }
 
 
-def _pair(overrides: dict, seed: int = 0) -> tuple[HookedTransformer, Transformer]:
-    cfg = TransformerConfig(d_model=32, d_mlp=64, n_ctx=6, d_vocab=17, d_vocab_out=3, **overrides)
-    torch.manual_seed(seed)
-    tl_model = HookedTransformer(to_transformer_lens_config(cfg))
-    # Random non-zero biases and LayerNorm weights, so they are tested too.
-    with torch.no_grad():
-        for name, p in tl_model.named_parameters():
-            if not name.split(".")[-1].startswith("W_"):
-                p.add_(0.1 * torch.randn_like(p))
-    return tl_model, from_transformer_lens(tl_model)
-
-
 @pytest.fixture(params=list(CONFIGS), ids=list(CONFIGS))
 def pair(request):
-    return _pair(CONFIGS[request.param])
-
-
-def _tokens(n: int = 8, seed: int = 1) -> torch.Tensor:
-    return torch.randint(0, 17, (n, 6), generator=torch.Generator().manual_seed(seed))
+    return transformer_lens_pair(CONFIGS[request.param])
 
 
 def test_logits_and_every_cached_activation_match(pair):
     tl_model, ours = pair
-    tokens = _tokens()
+    tokens = pair_tokens()
     tl_logits, tl_cache = tl_model.run_with_cache(tokens)
     logits, cache = ours.run_with_cache(tokens)
     assert (logits - tl_logits).abs().max() <= ATOL
@@ -68,14 +51,14 @@ def test_hook_points_are_transformer_lens_names(pair):
 def test_round_trip_to_transformer_lens_keeps_the_function(pair):
     _, ours = pair
     back = to_transformer_lens(ours)
-    tokens = _tokens(seed=2)
+    tokens = pair_tokens(seed=2)
     assert (back(tokens) - ours(tokens)).abs().max() <= ATOL
     for key, value in ours.state_dict().items():
         assert torch.equal(back.state_dict()[key], value), key
 
 
 def test_qk_and_ov_equal_products_by_hand():
-    _, ours = _pair(CONFIGS["2l2h-ln"])
+    _, ours = transformer_lens_pair(CONFIGS["2l2h-ln"])
     for layer, block in enumerate(ours.blocks):
         for head in range(ours.cfg.n_heads):
             qk = block.attn.W_Q[head] @ block.attn.W_K[head].T
@@ -95,8 +78,8 @@ def test_qk_and_ov_equal_products_by_hand():
     ids=["resid_pre", "attn_head_out_by_pos", "attn_head_pattern_all_pos", "mlp_out"],
 )
 def test_transformer_lens_patching_runs_on_our_model_with_same_results(patch_fn):
-    tl_model, ours = _pair(CONFIGS["2l2h-ln"])
-    clean, corrupted = _tokens(4, seed=3), _tokens(4, seed=4)
+    tl_model, ours = transformer_lens_pair(CONFIGS["2l2h-ln"])
+    clean, corrupted = pair_tokens(4, seed=3), pair_tokens(4, seed=4)
 
     def metric(logits: torch.Tensor) -> torch.Tensor:
         return logits[:, -1, 0].mean() - logits[:, -1, 1].mean()
