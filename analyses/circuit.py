@@ -8,6 +8,10 @@ the two shortcut values; their labels are equal). For each pairing, every edge o
 (`interp.dissect.edge_attribution`), EAP's and EAP-IG's agreement with exact patching is
 measured, and the top-k circuits by the chosen method's |score| get a faithfulness curve
 (`interp.dissect.circuits`) and the smallest one reaching the chosen faithfulness.
+
+Wraps `interp.dissect.edges`, `interp.dissect.edge_attribution`, `interp.dissect.circuits` and
+`interp.dissect.patching` (the edge graph; exact, EAP and EAP-IG scores; faithfulness; the
+clean/corrupted pairs).
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ Two questions, each answered on data the probe never saw (`interp.dissect.probes
   The baselines are the point: 32 rows in 64 dimensions are linearly separable under any
   labelling, so training accuracy is 1 whatever the embedding encodes; only a held-out accuracy
   above both baselines says the embedding carries parity along a direction shared by the tokens.
+
+Wraps `interp.dissect.probes`, `interp.dissect.patching` and `interp.dissect.heads` (the probes;
+the site names `interp patch --sites` uses; the readout position's layout).
 """
 
 from __future__ import annotations

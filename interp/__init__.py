@@ -2,7 +2,7 @@
 
 One import for notebooks: ``import interp`` gives the everyday names of every subpackage
 (`interp.train`, `interp.TrainConfig`, `interp.open_run`, `interp.load_checkpoint`,
-`interp.read_metrics`, `interp.patch_sweep`, `interp.group_gradients`, ...). Nothing heavy is
+`interp.read_metrics`, `interp.patch_sweep`, ...). Nothing heavy is
 imported until a name is first used, so `interp --help` starts in well under a second. The
 concepts live in subpackages (`interp.store`, `interp.training`, `interp.dissect`,
 `interp.wlmd`, `interp.sweep`, `interp.cli`); `docs/architecture.md` draws the layout.

@@ -30,7 +30,7 @@ from scipy.stats import binomtest
 
 from interp.errors import ConfigError
 from interp.metrics import milestones as milestones_of
-from interp.store.run_folder import is_done, read_done, read_metrics
+from interp.store.run_folder import CONFIG_FILE, is_done, read_done, read_metrics
 from interp.sweep.specs import SWEEP_FILE, RunSpec, read_sweep
 from tasks import TASKS
 
@@ -109,7 +109,8 @@ def find_sweeps(folder: str | Path) -> list[Sweep]:
 
 def run_state(sweep: str, spec: RunSpec) -> RunState:
     """The state of one run, read from its folder (never written)."""
-    records = read_metrics(spec.out) if spec.out.exists() else []
+    started = (spec.out / CONFIG_FILE).is_file()  # an empty folder (e.g. a bare export) has not started
+    records = read_metrics(spec.out) if started else []
     best: dict[str, float] = {}
     for record in records:
         for key, value in record.items():
@@ -132,7 +133,7 @@ def run_state(sweep: str, spec: RunSpec) -> RunState:
             reached,
             summary.get("diverged"),
         )
-    status = UNFINISHED if records or spec.out.exists() else NOT_STARTED
+    status = UNFINISHED if records or started else NOT_STARTED
     return RunState(sweep, spec, status, final.get("step"), final, best, milestones_of(records, targets))
 
 

@@ -148,6 +148,8 @@ def export_records(sweep_dir: str | Path, dest: str | Path) -> list[Path]:
     written = []
     for spec in specs:
         target = dest / Path(spec.out).relative_to(sweep_dir)
+        if not Path(spec.out).is_dir():
+            continue  # not started: nothing to keep (the report lists it from sweep.json)
         target.mkdir(parents=True, exist_ok=True)
         for name in RECORD_FILES:
             if (Path(spec.out) / name).exists():

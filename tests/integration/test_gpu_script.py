@@ -35,7 +35,13 @@ def test_the_dry_run_trains_four_vectorised_groups_and_reports(tmp_path):
             }
             for spec in specs:
                 done = read_done(spec.out)
-                assert done["epochs"] == 4 and set(done["milestones"]) == {"generalized", "rule", "memorized"}
+                assert done["epochs"] == 4 and set(done["milestones"]) == {
+                    "generalized",
+                    "rule",
+                    "memorized",
+                    "generalized-99",
+                    "rule-99",
+                }
     # One report over the four groups: every configuration a row of its rates table.
     with open(out / "rates.csv") as table:
         rows = list(csv.DictReader(table))

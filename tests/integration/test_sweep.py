@@ -22,6 +22,7 @@ from interp.cli import main
 from interp.store import checkpoint_dir, list_checkpoints
 from interp.store.run_folder import is_done, read_done
 from interp.sweep.specs import read_sweep
+from tasks import MPSPTask
 
 GRID = {
     "presets": ["mpsp-1l1h", "mpsp-2l1h"],
@@ -78,7 +79,7 @@ def test_report_table_matches_the_runs_summaries(sweep_dir, capsys):
     assert code == 0 and (sweep_dir / "report.html").exists()
     specs, _ = read_sweep(sweep_dir)
     table = rate_table(load_results(sweep_dir)[1])
-    assert len(table) == 4 * 3  # 2 presets x 2 ratios x 3 milestones (generalized, rule, memorized)
+    assert len(table) == 4 * len(MPSPTask.milestones)  # 2 presets x 2 ratios x each milestone
     for row in table.itertuples():
         runs = [s for s in specs if s.tags["preset"] == row.preset and s.tags["r"] == row.r]
         steps = [read_done(s.out)["milestones"][row.milestone]["step"] for s in runs]
@@ -268,13 +269,15 @@ def test_submitit_local_executor_runs_a_tiny_sweep_end_to_end(tmp_path, capsys):
 
 
 def test_ctrl_c_stops_the_whole_sweep_with_exit_130(tmp_path):
-    (tmp_path / "grid.json").write_text(json.dumps({**GRID, "train": {**GRID["train"], "epochs": 400}}))
+    # Long enough that the sweep is still training when the signal comes, however loaded the machine.
+    (tmp_path / "grid.json").write_text(json.dumps({**GRID, "train": {**GRID["train"], "epochs": 5000}}))
     out = tmp_path / "out"
     command = _sweep_command(tmp_path / "grid.json", out)
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while time.time() < deadline and not list(out.glob("**/checkpoints/LATEST")):
         time.sleep(0.05)
+    assert list(out.glob("**/checkpoints/LATEST")) and proc.poll() is None, "the sweep never got going"
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr
