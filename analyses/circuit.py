@@ -6,7 +6,7 @@ difference between the two labels), shortcut-flip partners for the shortcut's ed
 the two shortcut values; their labels are equal). For each pairing, every edge of
 `interp.dissect.edges`'s graph is scored by exact edge patching, EAP and EAP-IG
 (`interp.dissect.edge_attribution`), EAP's and EAP-IG's agreement with exact patching is
-measured, and the top-k circuits by the chosen method's |score| get a faithfulness curve
+measured, and the top-k circuits by the chosen method's ``|score|`` get a faithfulness curve
 (`interp.dissect.circuits`) and the smallest one reaching the chosen faithfulness.
 
 Wraps `interp.dissect.edges`, `interp.dissect.edge_attribution`, `interp.dissect.circuits` and
@@ -48,7 +48,7 @@ for shortcut-flip pairs). An edge's exact score is the change of the metric when
 takes its corrupted value (the receiver's input loses the upstream output of the clean run and
 gains the corrupted one); EAP estimates every edge at once as the upstream change dotted with the
 gradient at the receiver's input; EAP-IG averages that gradient over inputs interpolated from clean
-to corrupted embeddings. A top-k circuit keeps the k edges of largest |score|; its faithfulness is
+to corrupted embeddings. A top-k circuit keeps the k edges of largest ``|score|``; its faithfulness is
 (LD(circuit) - LD(corrupt)) / (LD(clean) - LD(corrupt)) with every other edge patched, undefined
 below a 0.1-logit gap."""
 REFERENCE = (
@@ -210,7 +210,7 @@ class CircuitResult(Result):
         )
 
     def figure(self) -> go.Figure:
-        """The graph per pairing (nodes by layer and position, edge width by |score|, kept edges
+        """The graph per pairing (nodes by layer and position, edge width by ``|score|``, kept edges
         highlighted) above the faithfulness curves.
         """
         return graph_figure(self)

@@ -186,7 +186,7 @@ def circuit_over_training(evolution: Any, flip: str = "label", phase_step: int |
     """Which edges enter and leave the circuit across checkpoints (`analyses.evolution.evolve` of ``circuit``).
 
     Rows are the edges kept at any checkpoint (by the step they first enter), columns the
-    checkpoints; colour is the edge's |score| (of the analysis's ``method``), a dot marks the
+    checkpoints; colour is the edge's ``|score|`` (of the analysis's ``method``), a dot marks the
     checkpoints where the circuit keeps it.
 
     Args:
@@ -213,7 +213,7 @@ def circuit_over_training(evolution: Any, flip: str = "label", phase_step: int |
             y=labels,
             colorscale="Blues",
             colorbar={"title": f"|{method}|"},
-            hovertemplate="edge %{y}<br>step %{x}<br>|score| %{z:.4f}<extra></extra>",
+            hovertemplate="edge %{y}<br>step %{x}<br>``|score|`` %{z:.4f}<extra></extra>",
         )
     )
     dots = np.argwhere(kept[ever])

@@ -305,7 +305,7 @@ class PairEffects(RecoveryGap, Result):
 @dataclass(frozen=True)
 class SiteEffects(PairEffects):
     """Effects of every patched site, flattened site after site (row-major within a site): the
-    `PairEffects` fields with [*patches] = [n_patches].
+    `PairEffects` fields with ``[*patches] = [n_patches]``.
 
     Attributes:
         sites: Site names, in order.

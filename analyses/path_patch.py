@@ -61,7 +61,7 @@ class Params(PairParams):
 @dataclass(frozen=True)
 class PathPatchResult(PairEffects):
     """Path-patching effect of every sender head on every receiver: the `PairEffects` fields
-    with [*patches] = [sender, receiver] (NaN where there is no path).
+    with ``[*patches] = [sender, receiver]`` (NaN where there is no path).
 
     Attributes:
         senders: Sender heads (``L0H0``, ...), the first tensor axis.

@@ -1,6 +1,6 @@
 """Circuits from edge scores, and their faithfulness.
 
-A circuit is a set of kept edges: the top-k edges by |score|, or those with |score| at least a
+A circuit is a set of kept edges: the top-k edges by ``|score|``, or those with ``|score|`` at least a
 threshold. Its faithfulness is the fraction of the clean-corrupted gap it recovers on its own:
 the clean run with every edge *outside* the circuit patched from the corrupted run
 (`interp.dissect.edges`),
@@ -30,7 +30,7 @@ MIN_GAP = 0.1  # logits; the same threshold as patching's recovery (analyses.eff
 
 
 def ranking(scores: Tensor) -> Tensor:
-    """Edge indices by decreasing |score| (ties to the lower index)."""
+    """Edge indices by decreasing ``|score|`` (ties to the lower index)."""
     return torch.sort(scores.abs(), descending=True, stable=True).indices
 
 
@@ -80,7 +80,7 @@ def faithfulness_curve(
     sizes: list[int] | None = None,
     max_rows: int = DEFAULT_MAX_ROWS,
 ) -> FaithfulnessCurve:
-    """Faithfulness of the top-k circuits by |scores| for every k in `sizes` (default `size_grid`)."""
+    """Faithfulness of the top-k circuits by ``|scores|`` for every k in `sizes` (default `size_grid`)."""
     sizes = size_grid(graph.n_edges) if sizes is None else sorted(set(sizes))
     clean, corrupt = (x.mean().item() for x in baselines(model, pairs))
     ld = patched_metric(model, graph, pairs, circuit_weights(ranking(scores), sizes), max_rows).mean(-1)
@@ -120,5 +120,5 @@ def smallest_faithful(
 
 
 def threshold_circuit(scores: Tensor, threshold: float) -> Tensor:
-    """Bool [edge]: the edges with |score| >= `threshold` (logits)."""
+    """Bool [edge]: the edges with ``|score|`` >= `threshold` (logits)."""
     return scores.abs() >= threshold

@@ -172,7 +172,7 @@ class Agreement:
     Attributes:
         spearman: Spearman's rho over edges (NaN if either is constant).
         pearson: Pearson's r over edges.
-        top_k_overlap: Fraction of exact patching's top-k edges (by |score|) also in the estimate's.
+        top_k_overlap: Fraction of exact patching's top-k edges (by ``|score|``) also in the estimate's.
         k: The k used.
     """
 
@@ -183,7 +183,7 @@ class Agreement:
 
 
 def top_k(scores: Tensor, k: int) -> set[int]:
-    """Indices of the k largest |scores| (ties to the lower index)."""
+    """Indices of the k largest ``|scores|`` (ties to the lower index)."""
     order = torch.sort(scores.abs(), descending=True, stable=True).indices
     return set(order[:k].tolist())
 
