@@ -3,7 +3,7 @@
 Nodes sit at x = their stage in the forward pass (embeddings, then per layer the heads' q/k/v
 inputs, the heads' outputs, the MLP; the logits last) and y = their position, spread a little
 around it so heads and their inputs do not overlap. Edges are lines whose width grows with
-|score| (in a few width bins: one plotly trace per bin), kept edges in colour, the others grey;
+``|score|`` (in a few width bins: one plotly trace per bin), kept edges in colour, the others grey;
 a marker at each edge's middle carries its hover (edge and its three scores). Below the graphs,
 each pairing's faithfulness curve over circuit size.
 """
