@@ -141,7 +141,15 @@ def time_to_milestone_figure(runs: list[RunState], milestones: list[str] | None 
             }
             for name in names
         ]
-        menu = {"buttons": buttons, "x": 1.0, "xanchor": "right", "y": 1.16, "active": names.index(first)}
+        # Above the legend, clear of the title and the plot.
+        menu = {
+            "buttons": buttons,
+            "x": 1.02,
+            "xanchor": "left",
+            "y": 1.12,
+            "yanchor": "bottom",
+            "active": names.index(first),
+        }
         fig.update_layout(updatemenus=[menu])
     fig.update_xaxes(**axis.layout())
     fig.update_yaxes(title_text="runs that reached it (%)", range=[-2, 102])
@@ -191,6 +199,6 @@ def _palette(index: int) -> str:
     return _COLOURS[index % len(_COLOURS)]
 
 
-def _translucent(colour: str, alpha: float = 0.15) -> str:
+def _translucent(colour: str, alpha: float = 0.08) -> str:
     r, g, b = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
     return f"rgba({r}, {g}, {b}, {alpha})"
