@@ -273,7 +273,15 @@ def test_ctrl_c_stops_the_whole_sweep_with_exit_130(tmp_path):
     (tmp_path / "grid.json").write_text(json.dumps({**GRID, "train": {**GRID["train"], "epochs": 5000}}))
     out = tmp_path / "out"
     command = _sweep_command(tmp_path / "grid.json", out)
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Ctrl-C as a terminal sends it: test runners (pytest-xdist's workers) may ignore SIGINT, and a
+    # sweep keeps a signal ignored at its start ignored (nohup), so the child restores the default.
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.time() + 120
     while time.time() < deadline and not list(out.glob("**/checkpoints/LATEST")):
         time.sleep(0.05)

@@ -1,4 +1,4 @@
-"""scripts/runs/cpu_ledger.py: a worker's CPU time goes to the run whose folder it holds open."""
+"""scripts/long_runs/cpu_ledger.py: a worker's CPU time goes to the run whose folder it holds open."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).parents[2] / "scripts" / "runs" / "cpu_ledger.py"
+SCRIPT = Path(__file__).parents[2] / "scripts" / "long_runs" / "cpu_ledger.py"
 
 
 def _ledger_module():
