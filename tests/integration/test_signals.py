@@ -9,6 +9,7 @@ resumes every run bit-identically to an uninterrupted sweep of the same grid.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -84,17 +85,39 @@ def _start(folder: Path, *extra: str, ignore_hup: bool = False) -> subprocess.Po
     )  # fmt: skip
 
 
+def _lock_pid(run: Path) -> int | None:
+    """The pid of the worker training `run`, from its lock (None before the lock is taken)."""
+    try:
+        return int((run / ".lock").read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def _wait_for_progress(proc: subprocess.Popen, sweep: Path, records: int = 2) -> list[Path]:
-    """Wait until every run of the sweep has logged `records` evaluations (and none has finished)."""
-    deadline = time.time() + 600
-    while time.time() < deadline and proc.poll() is None:
-        runs = _runs(sweep)
-        if len(runs) == 2 and all(
-            (r / "metrics.jsonl").exists() and len(read_metrics(r)) >= records for r in runs
-        ):
-            assert not any(is_done(r) for r in runs), "a run finished before the test could stop it"
-            return runs
-        time.sleep(0.05)
+    """Wait until every run of the sweep has logged `records` evaluations (and none has finished).
+
+    Workers start seconds apart on a loaded machine, long enough for a tiny run to finish before
+    the other has begun. So a run that gets there first waits, its worker stopped (SIGSTOP), until
+    the other catches up; SIGCONT lets it go on. Stopping a process changes no result.
+    """
+    deadline, stopped = time.time() + 600, set()
+    try:
+        while time.time() < deadline and proc.poll() is None:
+            runs = _runs(sweep)
+            ahead = [r for r in runs if (r / "metrics.jsonl").exists() and len(read_metrics(r)) >= records]
+            if len(runs) == 2 and len(ahead) == 2:
+                assert not any(is_done(r) for r in runs), "a run finished before the test could stop it"
+                return runs
+            for run in ahead:
+                if (pid := _lock_pid(run)) is not None and pid not in stopped:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGSTOP)
+                        stopped.add(pid)
+            time.sleep(0.02)
+    finally:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
     proc.kill()
     raise AssertionError(f"the runs made no progress: {proc.communicate()}")
 
@@ -237,7 +260,7 @@ def test_a_killed_worker_is_one_line_the_other_run_finishes_and_the_rerun_resume
     runs = _wait_for_progress(proc, tmp_path / "s")
     workers = _descendants(proc.pid)
     victim = runs[0]
-    pid = int((victim / ".lock").read_text())  # the lock names the worker training the run
+    pid = _lock_pid(victim)  # the lock names the worker training the run
     assert pid in workers
     os.kill(pid, signal.SIGKILL)
     _, stderr = proc.communicate(timeout=900)
