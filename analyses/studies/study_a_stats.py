@@ -11,7 +11,9 @@ Preregistered in `docs/study_a.md` ("Confirmation at CPU scale") before any of i
   for one-layer ones (the secondary, the one-layer reversal); each with Newcombe's hybrid score
   interval for the difference of the two rates.
 * **The map** (`axis_rates`, `axis_rate_figure`): a milestone's rate along a numeric coordinate
-  (the vocabulary), one line per remaining configuration.
+  (the vocabulary), one line per remaining configuration; and its decision rule
+  (`headline_vocabulary`): the headline's vocabulary V* is the one with the largest difference
+  of rule rates, r = 0.9 minus r = 0.5, ties to the larger vocabulary.
 
 Everything reads `RunState`s (`analyses.studies.report.load_results`), so committed records
 rebuild every number from a fresh clone. Rates are over finished runs, as in the rate table.
@@ -196,6 +198,44 @@ def axis_rates(runs: list[RunState], axis: str, milestone: str = "rule") -> pd.D
             }
         )
     return pd.DataFrame(rows)
+
+
+def headline_vocabulary(runs: list[RunState], milestone: str = "rule") -> tuple[int, pd.DataFrame]:
+    """The map's preregistered decision: V*, the vocabulary with the largest rate difference.
+
+    The difference is the `milestone` rate at r = 0.9 minus at r = 0.5 over each vocabulary's
+    runs; ties go to the larger vocabulary. It picks a vocabulary whatever the differences are
+    (if none is positive, where the contrast is least absent).
+
+    Returns:
+        V* and one row per vocabulary (the two rates as ``k/n`` and the difference).
+
+    Raises:
+        ValueError: If a run is not finished (the rule is decided on the complete map), or a
+            vocabulary lacks one of the two ratios.
+    """
+    if unfinished := [r for r in runs if r.status != FINISHED]:
+        raise ValueError(f"the map is not complete: {len(unfinished)} of {len(runs)} runs not finished")
+    counts: dict[int, dict[float, tuple[int, int]]] = defaultdict(dict)
+    for (_, *coords), group in configurations(runs).items():
+        config = dict(coords)
+        counts[config["vocab"]][config["r"]] = (_reached(group, milestone), len(group))
+    rows = []
+    for vocab, by_r in sorted(counts.items()):
+        if set(by_r) != {HIGH_R, LOW_R}:
+            raise ValueError(f"vocab {vocab} has r = {sorted(by_r)}; the rule needs {HIGH_R} and {LOW_R}")
+        (k_high, n_high), (k_low, n_low) = by_r[HIGH_R], by_r[LOW_R]
+        rows.append(
+            {
+                "vocab": vocab,
+                f"r = {HIGH_R}": f"{k_high}/{n_high}",
+                f"r = {LOW_R}": f"{k_low}/{n_low}",
+                "difference": k_high / n_high - k_low / n_low,
+            }
+        )
+    table = pd.DataFrame(rows)
+    best = table["difference"].max()
+    return int(table.loc[table["difference"] == best, "vocab"].max()), table
 
 
 def axis_rate_figure(runs: list[RunState], axis: str = "vocab", milestone: str = "rule") -> go.Figure:

@@ -18,6 +18,7 @@ from analyses.studies.study_a_stats import (
     axis_rate_figure,
     axis_rates,
     contrast_tests,
+    headline_vocabulary,
     newcombe,
     outcome,
     outcome_table,
@@ -115,6 +116,36 @@ def test_axis_rates_draw_one_line_per_r():
     fig = axis_rate_figure(runs)
     assert {t.name for t in fig.data} == {"mpsp-2l2h, r = 0.9", "mpsp-2l2h, r = 0.5"}
     assert list(fig.data[0].x) == [16, 32, 48]
+
+
+def _map(rules: dict[tuple[int, float], int], seeds: int = 5) -> list[RunState]:
+    """A complete map whose cell (vocab, r) has its first `rules[vocab, r]` seeds reach the rule."""
+    return [
+        state(r=r, vocab=v, seed=s, rule=200 if s < reached else None)
+        for (v, r), reached in rules.items()
+        for s in range(seeds)
+    ]
+
+
+def test_headline_vocabulary_takes_the_largest_difference_ties_to_the_larger_vocabulary():
+    rules = {(16, 0.9): 5, (16, 0.5): 5, (24, 0.9): 3, (24, 0.5): 1, (32, 0.9): 2, (32, 0.5): 0}
+    rules |= {(48, 0.9): 0, (48, 0.5): 0}
+    v_star, table = headline_vocabulary(_map(rules))
+    assert v_star == 32  # 24 and 32 both differ by 2/5: the larger wins
+    assert table.set_index("vocab")["difference"].to_dict() == pytest.approx({16: 0, 24: 0.4, 32: 0.4, 48: 0})
+    assert table.set_index("vocab").loc[24, "r = 0.9"] == "3/5"
+    # With no positive difference it still picks one: where the contrast is least absent.
+    v_star, _ = headline_vocabulary(_map({(16, 0.9): 1, (16, 0.5): 2, (24, 0.9): 0, (24, 0.5): 3}))
+    assert v_star == 16
+
+
+def test_headline_vocabulary_refuses_an_incomplete_map():
+    runs = _map({(16, 0.9): 1, (16, 0.5): 0})
+    runs[0] = state(r=0.9, vocab=16, seed=0, status=UNFINISHED)
+    with pytest.raises(ValueError, match="not complete: 1 of 10"):
+        headline_vocabulary(runs)
+    with pytest.raises(ValueError, match="vocab 16 has r = \\[0.9\\]"):
+        headline_vocabulary(_map({(16, 0.9): 1}))
 
 
 @pytest.mark.parametrize("k, n", [(0, 10), (3, 10), (7, 10), (10, 10), (1, 3)])
