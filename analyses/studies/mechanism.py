@@ -77,7 +77,7 @@ class Params:
     threshold: float = param(0.9, "Held-out probe accuracy at which a checkpoint decodes token parity.")
     folds: int = param(5, "Folds of the cross-validation over token values.")
     c: float = param(1.0, "Inverse L2 regularisation strength of the probe.")
-    shuffles: int = param(20, "Label permutations of the baseline at every checkpoint.")
+    shuffles: int = param(10, "Label permutations of the baseline at every checkpoint.")
     seed: int = param(0, "Seed of the folds and the permutations.")
 
 
@@ -171,14 +171,19 @@ def run_series(run_dir: str | Path, params: Params = Params()) -> RunSeries:
 
 
 def mechanism(
-    run_dirs: Sequence[str | Path], params: Params = Params(), *, progress: bool = False
+    run_dirs: Sequence[str | Path], params: Params = Params(), *, jobs: int = 1, progress: bool = False
 ) -> MechanismResult:
     """The mechanism test over runs: the embedding probe at every checkpoint of each, and each
-    run's phase 2, as one `MechanismResult`.
+    run's phase 2, as one `MechanismResult` (runs in the order given; `jobs` worker processes).
     """
+    from joblib import Parallel, delayed
     from tqdm import tqdm
 
-    runs = [run_series(r, params) for r in tqdm(list(run_dirs), disable=not progress, desc="runs")]
+    run_dirs = list(run_dirs)
+    if jobs == 1:
+        runs = [run_series(r, params) for r in tqdm(run_dirs, disable=not progress, desc="runs")]
+    else:
+        runs = Parallel(n_jobs=jobs)(delayed(run_series)(r, params) for r in run_dirs)
     return MechanismResult.from_runs(runs, params)
 
 
