@@ -13,12 +13,13 @@ decoded by a logistic-regression probe from the rows of ``W_E`` (the readout tok
 out), scored on *held-out token values* by stratified cross-validation over the values, at
 every checkpoint of a run. Beside it, two baselines: the same probe on randomly permuted
 parities (`shuffles` permutations at every checkpoint: the level a probe reaches on a
-labelling the embedding cannot carry, with this many rows and dimensions) and the run's initial
-checkpoint (the first point of every curve). The accuracy is also read on the larger half of
+labelling the embedding cannot carry, with this many rows and dimensions; their 95th
+percentile is the baseline drawn and checked) and the run's initial checkpoint (the first
+point of every curve). The accuracy is also read on the larger half of
 the values and on the smaller half (the same cross-validated predictions), which tells
 "partial" (parity of the large values only) from "absent".
 
-**The rule, fixed before any run of the test was analysed** (`summarise`, `verdict`):
+**The rule, fixed before any run of the test was analysed** (`summarise_runs`, `summarise_shortcuts`, `verdict`):
 
 * A run *decodes* parity at the first checkpoint whose held-out accuracy over all values is at
   least `Params.threshold` (0.9). Its *reference epoch* is its phase-2 onset
@@ -275,7 +276,12 @@ class MechanismResult(Result):
 
 
 def summarise_runs(frame: pd.DataFrame, threshold: float) -> pd.DataFrame:
-    """Per run: onset, first decoding epoch, reference epoch, outcome, lag, peak and final accuracy."""
+    """Per run: onset, first decoding epoch, reference epoch, outcome, lag, peak and final accuracy.
+
+    Descriptive, outside the rule (added after a first look at real checkpoints, to read an
+    outcome against the checkpoint cadence): ``last_before`` is the last checkpoint at or before
+    the reference epoch, ``acc_before`` and ``baseline_before`` its accuracy and baseline.
+    """
     rows = []
     for run, part in frame.groupby("run", sort=False):
         part = part.sort_values("epoch")
@@ -284,6 +290,7 @@ def summarise_runs(frame: pd.DataFrame, threshold: float) -> pd.DataFrame:
         hits = part.loc[part["all"] >= threshold, "epoch"]
         first = None if flagged or hits.empty else int(hits.iloc[0])
         reference = onset if onset is not None else int(part["epoch"].iloc[-1])
+        before = part[part["epoch"] <= reference].iloc[-1]
         rows.append(
             {
                 "run": run,
@@ -294,6 +301,9 @@ def summarise_runs(frame: pd.DataFrame, threshold: float) -> pd.DataFrame:
                 "outcome": _outcome(first, onset, flagged),
                 "by_reference": first is not None and first <= reference,
                 "lag": None if first is None or onset is None else first - onset,
+                "last_before": int(before["epoch"]),
+                "acc_before": float(before["all"]),
+                "baseline_before": float(before["shuffled_high"]),
                 "initial": float(part["all"].iloc[0]),
                 "peak": float(part["all"].max()),
                 "final": float(part["all"].iloc[-1]),
@@ -377,9 +387,9 @@ def mechanism_figure(frame: pd.DataFrame, threshold: float) -> go.Figure:
     fig.update_xaxes(title_text=axis.layout()["title_text"], row=3)
     fig.update_layout(
         height=1000,
-        title="Mechanism test: token parity in the embedding, per run "
-        f"(dashed: threshold {threshold:g}; grey: permuted-label baseline, 95th percentile; "
-        "diamond: phase-2 onset)",
+        title="Mechanism test: token parity in the embedding W_E, per run<br><sup>dashed: threshold "
+        f"{threshold:g}; grey: permuted-label baseline (95th percentile); diamond: phase-2 onset; "
+        "blue: positional shortcut (first), red: max shortcut</sup>",
         hovermode="closest",
         legend={"title": {"text": "run"}},
     )

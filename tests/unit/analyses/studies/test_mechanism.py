@@ -96,6 +96,7 @@ def test_the_rule_classifies_each_run_as_written():
     assert runs.loc["a", "lag"] == -150 and runs.loc["b", "lag"] == 50
     assert list(runs["by_reference"]) == [True, False, True, False, False]
     assert runs.loc["c", "reference"] == 300  # no phase 2: the last checkpoint
+    assert runs.loc["b", "last_before"] == 100 and runs.loc["b", "acc_before"] == 0.6
     summary = summarise_shortcuts(runs.reset_index()).set_index("shortcut")
     assert summary.loc["first", "decoded_by_reference"] == 2 and summary.loc["first", "with_phase2"] == 2
     assert summary.loc["first", "before_phase2"] == 1 and summary.loc["first", "after_onset"] == 1
