@@ -67,7 +67,12 @@ from interp.dissect.probes import embedding_predictions, shuffled_embedding_accu
 from interp.errors import ConfigError
 from interp.store import checkpoint_dir, list_checkpoints, load_checkpoint, read_config, read_metrics
 
-SHORTCUT_COLOURS = {"first": "#1f77b4", "max": "#d62728"}
+# Blues for the positional shortcut, reds for the max shortcut: one shade per seed, so runs of a
+# side read apart while the sides stay obvious.
+SHORTCUT_COLOURS = {
+    "first": ("#08519c", "#3182bd", "#6baed6", "#084594", "#4292c6"),
+    "max": ("#a50f15", "#de2d26", "#fb6a4a", "#cb181d", "#ef3b2c"),
+}
 VALUE_SETS = {"all": "all values", "top": "the larger half of the values", "bottom": "the smaller half"}
 
 
@@ -376,10 +381,16 @@ def mechanism_figure(frame: pd.DataFrame, threshold: float) -> go.Figure:
         subplot_titles=[f"token parity from W_E, held-out accuracy on {VALUE_SETS[k]}" for k in VALUE_SETS],
     )
     shown: set[str] = set()
+    runs = frame.drop_duplicates("run")
+    shade = {
+        run: sum(runs["shortcut"].iloc[:i] == s)
+        for i, (run, s) in enumerate(zip(runs["run"], runs["shortcut"]))
+    }
     for row, values in enumerate(VALUE_SETS, 1):
         for run, part in frame.groupby("run", sort=False):
-            part = part.sort_values("epoch")
-            _add_run(fig, axis, part, run, values, row, shown)
+            palette = SHORTCUT_COLOURS.get(part["shortcut"].iloc[0], ("#444",))
+            colour = palette[shade[run] % len(palette)]
+            _add_run(fig, axis, part.sort_values("epoch"), run, (values, colour), row, shown)
         fig.add_hline(y=threshold, line_dash="dash", line_color="#444", line_width=1, row=row, col=1)
         fig.add_hline(y=0.5, line_dash="dot", line_color="#999", line_width=1, row=row, col=1)
         fig.update_yaxes(title_text="accuracy", range=[0, 1.04], row=row, col=1)
@@ -397,11 +408,18 @@ def mechanism_figure(frame: pd.DataFrame, threshold: float) -> go.Figure:
 
 
 def _add_run(
-    fig: go.Figure, axis: StepAxis, part: pd.DataFrame, run: str, values: str, row: int, shown: set[str]
+    fig: go.Figure,
+    axis: StepAxis,
+    part: pd.DataFrame,
+    run: str,
+    style: tuple[str, str],
+    row: int,
+    shown: set[str],
 ) -> None:
-    """One run's curve, its phase-2 onset and its baseline in one panel."""
-    shortcut = part["shortcut"].iloc[0]
-    colour = SHORTCUT_COLOURS.get(shortcut, "#444")
+    """One run's curve (`style`: which accuracy column, which colour), its phase-2 onset and its
+    baseline in one panel.
+    """
+    values, colour = style
     epochs = part["epoch"].tolist()
     fig.add_trace(
         go.Scatter(
@@ -410,6 +428,7 @@ def _add_run(
             name=run,
             legendgroup=run,
             showlegend=row == 1,
+            mode="lines",
             line={"color": colour, "width": 1.5},
             hovertemplate=f"{run}<br>epoch %{{customdata:,}}<br>held-out accuracy on {VALUE_SETS[values]} "
             "%{y:.3f}<extra></extra>",
@@ -424,6 +443,7 @@ def _add_run(
             name="permuted-label baseline (95th percentile)",
             legendgroup="baseline",
             showlegend=row == 1 and "baseline" not in shown,
+            mode="lines",
             line={"color": "#bbb", "width": 1},
             hovertemplate=f"{run}: permuted labels<br>epoch %{{customdata:,}}<br>95th percentile %{{y:.3f}}"
             "<extra></extra>",
