@@ -16,13 +16,8 @@ from typing import Any
 
 import pandas as pd
 
-from analyses.studies.mechanism import (
-    MechanismResult,
-    mechanism_figure,
-    summarise_runs,
-    summarise_shortcuts,
-    verdict,
-)
+from analyses.studies.mechanism import MechanismResult, summarise_runs, summarise_shortcuts, verdict
+from analyses.studies.mechanism_figure import mechanism_figure
 from interp.errors import ConfigError
 from interp.store import is_done, read_config
 from interp.store.atomic import atomic_write_json, atomic_write_text
