@@ -3,7 +3,8 @@
 A `Grid` names model presets, base task and training options, axes (task or training fields,
 each with a list of values) and a number of seeds. `expand` turns it into `RunSpec`s whose
 folders are named by their coordinates (``mpsp-2l2h/r=0.9/seed_3``) and whose seeds derive from
-the sweep seed (see `interp.sweep.specs`). `GRIDS` holds the named grids `interp sweep --grid` knows.
+the sweep seed (see `interp.sweep.specs`). `GRIDS` holds the named grids `interp sweep --grid` knows;
+`PENDING` the named grids that wait for a choice not made yet (study A's V*).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from analyses.studies import recipes
 from interp.config import from_dict
 from interp.errors import ConfigError, did_you_mean
 from interp.sweep.specs import RunSpec, derive_seed, seed_folder
-from interp.training.config import TrainConfig
+from interp.training.config import EVAL_MEASURES, TrainConfig
 from models.presets import PRESETS
 
 
@@ -112,6 +113,32 @@ _CONFIRMATION_TRAIN: dict[str, Any] = {
     "checkpoint_log_points": 20,
 }
 
+V_STAR: int | None = None
+"""Study A's headline vocabulary, chosen by the map's preregistered rule (docs/study_a.md). The
+grids that run at V* (`mechanism_max_grid`) exist in `GRIDS` only once it is set here."""
+
+
+def mechanism_max_grid(vocab: int) -> Grid:
+    """The max-shortcut side of study A's mechanism test (`analyses.studies.mechanism`) at `vocab`.
+
+    `mpsp-2l2h`, shortcut max, r = 0.9, 3 seeds (seed indices 0-2 of sweep seed 600, which no
+    other study-A grid uses), 1,500 epochs at the map's evaluation and checkpoint cadence (its
+    runs compare with the map's positional-shortcut runs at the same vocabulary), with the
+    circuit measures logged at every evaluation.
+    """
+    return Grid(
+        presets=("mpsp-2l2h",),
+        task={"shortcut": "max"},
+        train={**_CONFIRMATION_TRAIN, "epochs": 1500, "eval_measures": list(EVAL_MEASURES)},
+        axes={"vocab": [vocab], "r": [0.9]},
+        seeds=3,
+        sweep_seed=600,
+    )
+
+
+PENDING: dict[str, str] = {}
+"""Named grids that cannot be built yet: name -> what they wait for (`interp sweep` says it)."""
+
 GRIDS: dict[str, Grid] = {
     # `interp study-a demo` (`make demo`): one seed per cell of study A's confirmation regime
     # (the positional shortcut, 32 values, the study's data scale), sized for ~10 minutes on 2
@@ -194,6 +221,15 @@ GRIDS: dict[str, Grid] = {
         seeds=1,
     ),
 }
+
+
+if V_STAR is None:
+    PENDING["study-a-mechanism-max"] = (
+        "waits for study A's headline vocabulary V*: set V_STAR in analyses/studies/grids.py once "
+        "the map has chosen it (16, 24, 32 or 48)"
+    )
+else:
+    GRIDS["study-a-mechanism-max"] = mechanism_max_grid(V_STAR)
 
 
 def grid_from_dict(data: dict[str, Any]) -> Grid:

@@ -18,8 +18,10 @@ from interp.errors import ConfigError, did_you_mean
 
 def load_grid(name_or_file: str, *, seeds: int | None, epochs: int | None, axes: list[str]) -> Any:
     """A named grid (`analyses.studies.grids.GRIDS`) or a JSON file, with CLI overrides applied."""
-    from analyses.studies.grids import GRIDS, grid_from_dict
+    from analyses.studies.grids import GRIDS, PENDING, grid_from_dict
 
+    if name_or_file in PENDING:
+        raise ConfigError(f"grid {name_or_file!r} cannot be built yet: it {PENDING[name_or_file]}")
     if name_or_file in GRIDS:
         grid = GRIDS[name_or_file]
     elif name_or_file.endswith(".json"):

@@ -15,6 +15,8 @@ dimensions, say), so a probe that fits its training set perfectly may have found
 * `embedding_probe`: a probe on the rows of an embedding matrix (one row per token value),
   scored on *held-out token values* by stratified k-fold cross-validation over the values, so
   it asks whether the labelling generalises across tokens rather than whether it can be fitted.
+  `embedding_predictions` gives that cross-validation's verdict on each row (which values the
+  probe gets right), so the accuracy can be read on any subset of the values.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Bool, Float, Int
 from torch import Tensor, nn
 
 from interp.dissect.hooks import cache_activations
@@ -155,6 +157,30 @@ def embedding_probe(
     Raises:
         ConfigError: If a class has fewer than 2 rows (nothing can be held out).
     """
+    x, y = rows.detach().double().cpu().numpy(), labels.cpu().numpy()
+    correct = embedding_predictions(rows, labels, folds, c, seed)
+    full = _fit(x, y, c)
+    return ProbeFit(
+        accuracy=float(correct.double().mean()),
+        train_accuracy=float((full.predict(x) == y).mean()),
+        direction=full.direction(),
+        chance=float(np.bincount(y).max() / len(y)),
+    )
+
+
+def embedding_predictions(
+    rows: Float[Tensor, "values d_model"],
+    labels: Int[Tensor, " values"],
+    folds: int = 5,
+    c: float = 1.0,
+    seed: int = 0,
+) -> Bool[Tensor, " values"]:
+    """Whether each row is predicted right by the probe fitted on the folds that do not hold it
+    (the cross-validation of `embedding_probe`, whose accuracy is the mean of this), [values].
+
+    Raises:
+        ConfigError: If a class has fewer than 2 rows (nothing can be held out).
+    """
     from sklearn.model_selection import StratifiedKFold
 
     x, y = rows.detach().double().cpu().numpy(), labels.cpu().numpy()
@@ -162,18 +188,11 @@ def embedding_probe(
     smallest = int(np.bincount(y)[np.unique(y)].min())
     if smallest < 2:
         raise ConfigError(f"a class of the embedding labelling has {smallest} row", "it needs at least 2")
-    k = min(folds, smallest)
-    cv = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed)
+    cv = StratifiedKFold(n_splits=min(folds, smallest), shuffle=True, random_state=seed)
     predicted = np.empty_like(y)
     for train, test in cv.split(x, y):
         predicted[test] = _fit(x[train], y[train], c).predict(x[test])
-    full = _fit(x, y, c)
-    return ProbeFit(
-        accuracy=float((predicted == y).mean()),
-        train_accuracy=float((full.predict(x) == y).mean()),
-        direction=full.direction(),
-        chance=float(np.bincount(y).max() / len(y)),
-    )
+    return torch.from_numpy(predicted == y)
 
 
 def shuffled_embedding_accuracies(

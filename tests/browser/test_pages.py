@@ -112,3 +112,27 @@ def test_a_docs_tutorial_page(tmp_path, page):
     text = page.page.inner_text("article")
     for shown in ("Traceback", "Warning", str(ROOT), str(tmp_path)):
         assert shown not in text, f"the page shows {shown!r}"
+
+
+def test_the_mechanism_figure(page, tmp_path):
+    """Study A's mechanism test: three panels on one log epoch axis, an onset diamond per panel."""
+    from analyses.studies.mechanism import MechanismResult, Params, RunSeries
+
+    def series(label: str, shortcut: str, onset: int | None, accuracy: list[float]) -> RunSeries:
+        steps = [0, 1, 10, 100, 1000, 1500]
+        base = {"steps": steps, "shuffled_mean": [0.5] * 6, "shuffled_high": [0.7] * 6}
+        return RunSeries(
+            label, shortcut, 32, onset, None, {**base, "all": accuracy, "top": accuracy, "bottom": accuracy}
+        )
+
+    result = MechanismResult.from_runs(
+        [
+            series("first, vocab 32, seed_0", "first", 400, [0.5, 0.5, 0.8, 0.95, 1.0, 1.0]),
+            series("max, vocab 32, seed_0", "max", None, [0.5, 0.5, 0.6, 0.6, 0.7, 0.7]),
+        ],
+        Params(),
+    )
+    path = write_figure(result.figure(), tmp_path / "mechanism.html")
+    page.open(path).assert_clean(min_figures=1)
+    layout = page.page.evaluate("() => document.querySelector('.js-plotly-plot')._fullLayout.xaxis.type")
+    assert layout == "log"

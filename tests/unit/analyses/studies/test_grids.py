@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from analyses.studies.grids import GRIDS, Grid, expand
+from analyses.studies.grids import GRIDS, Grid, expand, mechanism_max_grid
+from interp.cli import main
+from interp.cli.sweep import load_grid
+from interp.config import from_dict
 from interp.errors import ConfigError
+from interp.training.config import EVAL_MEASURES, TrainConfig
 
 
 def test_a_crossed_design_gives_every_training_set_every_initialisation(tmp_path):
@@ -40,3 +44,38 @@ def test_confirmation_grids_use_sweep_seeds_no_other_study_a_grid_uses():
         assert GRIDS[name].sweep_seed == seed
     others = {g.sweep_seed for n, g in GRIDS.items() if n not in confirmation and "mpsp-2l2h" in g.presets}
     assert others.isdisjoint(confirmation.values())
+
+
+def test_the_mechanism_grid_runs_the_max_shortcut_at_the_maps_cadence(tmp_path):
+    specs = expand(mechanism_max_grid(24), tmp_path)
+    assert [s.out for s in specs] == [
+        tmp_path / "mpsp-2l2h" / "vocab=24" / "r=0.9" / f"seed_{i}" for i in range(3)
+    ]
+    from interp.sweep.specs import derive_seed
+
+    for index, spec in enumerate(specs):
+        assert spec.task["shortcut"] == "max" and spec.task["vocab"] == 24 and spec.task["r"] == 0.9
+        assert spec.train["seed"] == derive_seed(600, index, spec.model)
+        assert spec.train["data_seed"] == derive_seed(600, index, "data")
+        assert tuple(spec.train["eval_measures"]) == EVAL_MEASURES
+        from_dict(TrainConfig, spec.train)  # a valid training config
+    the_map = expand(GRIDS["study-a-map"], tmp_path)[0]
+    cadence = ("epochs", "eval_every", "eval_log_points", "checkpoint_every", "checkpoint_log_points")
+    assert all(specs[0].train[k] == the_map.train[k] for k in cadence)
+    others = {g.sweep_seed for name, g in GRIDS.items() if name != "study-a-mechanism-max"}
+    assert 600 not in others
+
+
+def test_the_mechanism_grid_waits_for_v_star(capsys):
+    from analyses.studies import grids
+
+    if grids.V_STAR is None:
+        assert "study-a-mechanism-max" in grids.PENDING and "study-a-mechanism-max" not in GRIDS
+        with pytest.raises(ConfigError, match="cannot be built yet.*V_STAR"):
+            load_grid("study-a-mechanism-max", seeds=None, epochs=None, axes=[])
+        with pytest.raises(SystemExit) as info:
+            main(["sweep", "--grid", "study-a-mechanism-max", "--out", "unused"])
+        assert info.value.code == 2 and "V_STAR" in capsys.readouterr().err
+    else:
+        assert GRIDS["study-a-mechanism-max"] == mechanism_max_grid(grids.V_STAR)
+        assert "study-a-mechanism-max" not in grids.PENDING
