@@ -294,7 +294,7 @@ def test_circuit_refuses_a_missing_checkpoint_and_a_task_without_counterfactuals
     assert code == 2 and "no_such_run" in err and "Traceback" not in err
     # modular addition has no counterfactual partners: refused before any edge is scored
     code, _, err = _cli(capsys, "circuit", "--ckpt", str(runs["modadd_transformer"]), "--out", str(tmp_path))
-    assert code == 2 and "mpsp" in err and "Traceback" not in err
+    assert code == 2 and "mpsp" in err.lower() and "Traceback" not in err
 
 
 def test_circuit_on_a_one_layer_model(tmp_path, capsys):
@@ -344,7 +344,7 @@ def test_evolve_circuit_writes_the_per_step_table_and_the_circuit_over_training_
     assert code == 0, err
     frame = pd.read_csv(tmp_path / "circuit.csv")
     steps = list_checkpoints(run)
-    assert len(steps) >= 3 and sorted(frame["step"].unique()) == steps
+    assert len(steps) >= 2 and sorted(frame["step"].unique()) == steps
     assert AGREEMENT_COLUMNS <= set(frame.columns) and {"exact", "eap", "eap_ig", "kept"} <= set(
         frame.columns
     )
