@@ -148,10 +148,23 @@ class CircuitResult(Result):
             else ""
         )
 
+    def agreement_columns(self, flip: str) -> dict[str, float]:
+        """The pairing's agreement with exact patching as flat columns (``eap_spearman``, ...; NaN: undefined)."""
+        return {
+            f"{method}_{measure}": float("nan") if value is None else float(value)
+            for method, values in self.agreement[flip].items()
+            for measure, value in values.items()
+            if measure in ("spearman", "top_k_overlap")
+        }
+
     def to_frame(self) -> pd.DataFrame:
-        """One row per pairing and edge, with all three scores and whether the circuit keeps it."""
+        """One row per pairing and edge: all three scores, whether the circuit keeps it, and the
+        pairing's agreement columns (`agreement_columns`, repeated on its rows so that `evolve`'s
+        per-step table carries them).
+        """
         rows = []
         for i, flip in enumerate(self.flips):
+            agree = self.agreement_columns(flip)
             for e, (up, rec, pos) in enumerate(zip(self.edge_upstream, self.edge_receiver, self.edge_pos)):
                 rows.append(
                     {
@@ -164,6 +177,7 @@ class CircuitResult(Result):
                         "eap": self.eap[i, e].item(),
                         "eap_ig": self.eap_ig[i, e].item(),
                         "kept": bool(self.kept[i, e]),
+                        **agree,
                     }
                 )
         frame = pd.DataFrame(rows)
@@ -246,6 +260,11 @@ def compute(subject: Subject, params: Params) -> CircuitResult:
     split = subject.split(params.split)
     model = with_split_inputs(subject.model)
     graph = edge_graph(model, split.tokens.shape[1])
+    if params.top_k > graph.n_edges:
+        raise ConfigError(
+            f"circuit: top_k={params.top_k} exceeds the {graph.n_edges} edges of this model's graph",
+            f"give a top_k from 1 to {graph.n_edges}",
+        )
     out: dict[str, Any] = {k: [] for k in ("exact", "eap", "eap_ig", "faith", "ld", "kept")}
     n_pairs, clean, corrupt, agree, size, faith = {}, {}, {}, {}, {}, {}
     for flip in flips:

@@ -81,6 +81,7 @@ def _edge_traces(result: CircuitResult, i: int, show_legend: bool) -> list[go.Sc
     ]
     traces = []
     for is_kept in (False, True):
+        named = False  # one legend entry per kind, not one per width bin
         for b in range(WIDTH_BINS):
             chosen = np.flatnonzero((bins == b) & (kept == is_kept))
             if not len(chosen):
@@ -100,9 +101,10 @@ def _edge_traces(result: CircuitResult, i: int, show_legend: bool) -> list[go.Sc
                     hoverinfo="skip",
                     name="kept edge" if is_kept else "other edge",
                     legendgroup="kept" if is_kept else "other",
-                    showlegend=show_legend and b == int(bins[chosen].max()),
+                    showlegend=show_legend and not named,
                 )
             )
+            named = True
     text = [
         f"edge {u}->{r} @ position {p}<br>exact {result.exact[i, e]:.4f}<br>EAP {result.eap[i, e]:.4f}"
         f"<br>EAP-IG {result.eap_ig[i, e]:.4f}<br>{'kept' if kept[e] else 'not kept'}"

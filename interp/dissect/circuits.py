@@ -8,9 +8,12 @@ the clean run with every edge *outside* the circuit patched from the corrupted r
     faithfulness(C) = (LD(C) - LD(corrupt)) / (LD(clean) - LD(corrupt)),
 
 1 for the full graph (nothing patched), 0 for the empty circuit (everything patched: exactly
-the corrupted run). Over circuit sizes k it is a curve; the smallest circuit above a chosen
-faithfulness is read from it, refined to every size between the last grid point below and the
-first above. Faithfulness divides by the gap: below `MIN_GAP` logits it is undefined (NaN), as
+the corrupted run). Over circuit sizes k it is a curve; the smallest circuit that reaches a
+chosen faithfulness t is read from it, refined to every size between the last grid point that
+does not and the first that does. Reaching t means landing within 1 - t of 1 on *either* side,
+t <= faithfulness <= 2 - t: patching many edges at once is not additive, and a small circuit can
+overshoot the clean run several times over (it then reproduces a different behaviour, not the
+clean one). Faithfulness divides by the gap: below `MIN_GAP` logits it is undefined (NaN), as
 patching's recovery is.
 """
 
@@ -89,6 +92,11 @@ def faithfulness_curve(
     return FaithfulnessCurve(sizes, ld, faith, clean, corrupt)
 
 
+def reaches(faithfulness: float, target: float) -> bool:
+    """Whether `faithfulness` is within ``1 - target`` of 1 (either side; NaN never reaches)."""
+    return abs(faithfulness - 1.0) <= 1.0 - target + 1e-6  # 1e-6: float noise of the full circuit
+
+
 def smallest_faithful(
     model: nn.Module,
     graph: EdgeGraph,
@@ -98,13 +106,13 @@ def smallest_faithful(
     threshold: float,
     max_rows: int = DEFAULT_MAX_ROWS,
 ) -> tuple[int | None, float]:
-    """The smallest top-k circuit with faithfulness >= `threshold`, and its faithfulness.
+    """The smallest top-k circuit whose faithfulness `reaches` `threshold`, and its faithfulness.
 
     The first grid size of `curve` that reaches it, lowered to the smallest size between the
     grid point before it and it that also does. ``(None, nan)`` when no size reaches it or the
     faithfulness is undefined.
     """
-    reached = [i for i, f in enumerate(curve.faithfulness.tolist()) if f >= threshold]
+    reached = [i for i, f in enumerate(curve.faithfulness.tolist()) if reaches(f, threshold)]
     if not curve.defined or not reached:
         return None, float("nan")
     i = reached[0]
@@ -114,7 +122,7 @@ def smallest_faithful(
     if between:
         finer = faithfulness_curve(model, graph, pairs, scores, between, max_rows)
         for k, f in zip(finer.sizes, finer.faithfulness.tolist()):
-            if f >= threshold:
+            if reaches(f, threshold):
                 return k, f
     return curve.sizes[i], curve.faithfulness[i].item()
 

@@ -237,3 +237,133 @@ def test_evolve_series_equals_each_checkpoint_loaded_alone(name, run, runs, tmp_
     for step, result in list(zip(evolution.steps, evolution.results))[:: max(1, len(evolution.steps) // 3)]:
         alone = analysis.compute(load_subject(checkpoint_dir(folder, step)), analysis.params())
         pd.testing.assert_frame_equal(result.to_frame(), alone.to_frame(), rtol=1e-6)
+
+
+# --- circuit: the edge graph, exact patching vs EAP vs EAP-IG, faithfulness (issue 26) ---------
+CIRCUIT_FAST = ("--max-examples", "12", "--steps", "3")  # seconds, not minutes, on a loaded machine
+AGREEMENT_COLUMNS = {"eap_spearman", "eap_top_k_overlap", "eap_ig_spearman", "eap_ig_top_k_overlap"}
+
+
+def test_circuit_cli_writes_a_result_that_loads_back_with_its_figure(run_dir, tmp_path, capsys):
+    from analyses.circuit import CircuitResult
+
+    code, out, err = _cli(
+        capsys, "circuit", "--ckpt", str(run_dir), "--split", "adv", *CIRCUIT_FAST, "--out", str(tmp_path)
+    )
+    assert code == 0, err
+    assert "spearman" in out and "smallest circuit" in out
+    result = CircuitResult.load(tmp_path)
+    assert result.flips == ["label", "shortcut"] and set(result.n_pairs.values()) == {12}
+    n_edges = len(result.edge_upstream)
+    assert result.exact.shape == result.eap.shape == result.eap_ig.shape == (2, n_edges)
+    agreement = result.agreement_frame()
+    assert {"spearman", "top_k_overlap", "k", "n_active"} <= set(agreement.columns)
+    assert set(zip(agreement["flip"], agreement["method"])) == {
+        (f, m) for f in ("label", "shortcut") for m in ("eap", "eap_ig")
+    }
+    assert AGREEMENT_COLUMNS <= set(result.to_frame().columns)
+    curve = result.faithfulness_frame()
+    assert set(curve["size"]) >= {0, n_edges}
+    fig = result.figure()
+    assert len(fig.data) > 4 and "kept" in " ".join(str(t.name) for t in fig.data)
+    assert (tmp_path / "figure.html").stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    "args, named",
+    [
+        (("--flips", "label,labels"), "labels"),
+        (("--method", "eapig"), "eapig"),
+        (("--top-k", "0"), "top_k"),
+        (("--top-k", "100000"), "100000"),
+        (("--steps", "0"), "steps"),
+        (("--faithfulness", "1.5"), "1.5"),
+        (("--max-examples", "-1"), "max_examples"),
+        (("--split", "adb"), "adb"),
+    ],
+)
+def test_circuit_bad_input_is_one_line_and_exit_2(args, named, run_dir, tmp_path, capsys):
+    code, _, err = _cli(capsys, "circuit", "--ckpt", str(run_dir), *args, "--out", str(tmp_path))
+    assert code == 2, err
+    assert named in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_circuit_refuses_a_missing_checkpoint_and_a_task_without_counterfactuals(runs, tmp_path, capsys):
+    code, _, err = _cli(capsys, "circuit", "--ckpt", str(tmp_path / "no_such_run"))
+    assert code == 2 and "no_such_run" in err and "Traceback" not in err
+    # modular addition has no counterfactual partners: refused before any edge is scored
+    code, _, err = _cli(capsys, "circuit", "--ckpt", str(runs["modadd_transformer"]), "--out", str(tmp_path))
+    assert code == 2 and "mpsp" in err.lower() and "Traceback" not in err
+
+
+def test_circuit_on_a_one_layer_model(tmp_path, capsys):
+    # One layer is a valid subject: its graph has no head-to-head edges, only embeddings -> head
+    # inputs, head -> MLP, and everything -> logits.
+    from analyses.circuit import CircuitResult
+
+    task = MPSPTask(vocab=12, n=4, n_train=64, n_val=16, n_adv=16)
+    run = tmp_path / "run"
+    train(
+        run,
+        build_model(preset_config("mpsp-1l1h", task), seed=0),
+        task,
+        TrainConfig(epochs=2),
+        progress=False,
+    )
+    code, _, err = _cli(capsys, "circuit", "--ckpt", str(run), *CIRCUIT_FAST, "--out", str(tmp_path / "out"))
+    assert code == 0, err
+    result = CircuitResult.load(tmp_path / "out")
+    assert result.n_layers == 1 and not any(r.startswith("L1") for r in result.edge_receiver)
+    assert set(result.edge_upstream) == {"embed", "pos_embed", "L0H0", "MLP0"}
+
+
+def test_evolve_circuit_writes_the_per_step_table_and_the_circuit_over_training_figure(
+    runs, tmp_path, capsys
+):
+    import pandas as pd
+
+    from analyses import evolve
+    from analyses.circuit_figure import circuit_over_training
+    from interp.store import list_checkpoints
+
+    run = runs["transformer"]
+    fast = ["--param", "max_examples=8", "--param", "steps=2", "--param", "flips=label"]
+    code, out, err = _cli(
+        capsys,
+        "evolve",
+        "--run",
+        str(run),
+        "--analysis",
+        "circuit",
+        *fast,
+        "--out",
+        str(tmp_path),
+        "--no-progress",
+    )
+    assert code == 0, err
+    frame = pd.read_csv(tmp_path / "circuit.csv")
+    steps = list_checkpoints(run)
+    assert len(steps) >= 2 and sorted(frame["step"].unique()) == steps
+    assert AGREEMENT_COLUMNS <= set(frame.columns) and {"exact", "eap", "eap_ig", "kept"} <= set(
+        frame.columns
+    )
+    assert set(frame["flip"]) == {"label"}
+    # The Python API reads the CLI's cache (same params) and draws which edges enter and leave.
+    evolution = evolve(
+        run, "circuit", max_examples=8, steps=2, flips="label", progress=False, cache=tmp_path / "cache"
+    )
+    assert evolution.steps == steps
+    fig = circuit_over_training(evolution, "label", phase_step=steps[1])
+    heat = fig.data[0]
+    assert list(heat.x) == steps and len(heat.y) > 0
+    kept_any = frame.groupby(["edge"])["kept"].any()
+    assert set(heat.y) == set(kept_any[kept_any].index)
+
+
+def test_evolve_circuit_bad_param_exits_2(runs, capsys):
+    run = str(runs["transformer"])
+    code, _, err = _cli(capsys, "evolve", "--run", run, "--analysis", "circuit", "--param", "flip=label")
+    assert code == 2 and "did you mean 'flips'" in err and "Traceback" not in err
+    code, _, err = _cli(capsys, "evolve", "--run", run, "--analysis", "circuit", "--param", "top_k=0")
+    assert code == 2 and "top_k" in err and "Traceback" not in err

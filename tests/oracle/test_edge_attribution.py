@@ -15,11 +15,14 @@ not `interp`'s hook machinery:
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
+from scipy.stats import spearmanr
 
 import tasks
-from interp.dissect.circuits import faithfulness_curve, smallest_faithful
+from interp.dissect.circuits import faithfulness_curve, reaches, smallest_faithful
 from interp.dissect.edge_attribution import (
     agreement,
     baselines,
@@ -216,11 +219,32 @@ def test_faithfulness_runs_from_zero_to_one_and_the_smallest_circuit_is_the_smal
     coarse = faithfulness_curve(model, graph, pairs, scores)
     for target in (0.5, 0.8):
         k, value = smallest_faithful(model, graph, pairs, scores, coarse, target)
-        first = next(i for i, f in enumerate(every.faithfulness.tolist()) if f >= target)
+        first = next(i for i, f in enumerate(every.faithfulness.tolist()) if reaches(f, target))
         assert k is not None and k <= first or coarse.faithfulness.max() < target
         if k is not None:
-            assert value >= target
+            assert target <= value <= 2 - target
             assert value == pytest.approx(every.faithfulness[k].item(), abs=ATOL)
+
+
+def test_an_overshooting_circuit_does_not_reach_the_target():
+    # A circuit with faithfulness 12 reproduces a different behaviour, not the clean one.
+    assert reaches(0.95, 0.9) and reaches(1.05, 0.9) and reaches(1.0, 1.0)
+    assert not reaches(12.0, 0.9) and not reaches(1.2, 0.9) and not reaches(0.85, 0.9)
+    assert not reaches(float("nan"), 0.5)
+
+
+def test_agreement_leaves_out_edges_every_method_scores_zero():
+    # Edges from a node the pairs never change score exactly 0 everywhere; counted, they would
+    # pad both top-k lists with the same zero edges and tie in every rank.
+    exact = torch.tensor([3.0, 2.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    reversed_ranks = torch.tensor([1.0, 2.0, 3.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    a = agreement(reversed_ranks, exact, k=5)
+    assert (a.n_active, a.k) == (3, 3)
+    assert a.top_k_overlap == 1.0  # all three active edges, in any order
+    assert a.spearman == pytest.approx(-1.0)
+    assert spearmanr(reversed_ranks, exact).statistic > 0.5  # what the zeros would have made of it
+    assert agreement(reversed_ranks, exact, k=1).top_k_overlap == 0.0
+    assert math.isnan(agreement(torch.zeros(4), torch.zeros(4), k=2).top_k_overlap)  # nothing to agree on
 
 
 def test_edge_patching_cannot_fail_silently(pairs):

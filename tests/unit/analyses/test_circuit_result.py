@@ -88,3 +88,9 @@ def test_circuit_over_training_shows_edges_entering_and_leaving():
 def test_bad_params_are_config_errors(bad):
     with pytest.raises(ConfigError):
         Params(**bad)
+
+
+def test_graph_figure_has_one_legend_entry_per_edge_kind():
+    fig = _result([1.0, 0.0, 1.0]).figure()
+    names = [t.name for t in fig.data if t.mode == "lines" and t.showlegend is not False]
+    assert sorted(names) == ["kept edge", "other edge"]
