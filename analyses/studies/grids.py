@@ -113,9 +113,11 @@ _CONFIRMATION_TRAIN: dict[str, Any] = {
     "checkpoint_log_points": 20,
 }
 
-V_STAR: int | None = None
-"""Study A's headline vocabulary, chosen by the map's preregistered rule (docs/study_a.md). The
-grids that run at V* (`mechanism_max_grid`) exist in `GRIDS` only once it is set here."""
+V_STAR: int | None = 32
+"""Study A's headline vocabulary, chosen by the map's preregistered rule (docs/study_a.md;
+`analyses.studies.study_a_stats.headline_vocabulary` on `results/study-a/map`: rule rate at
+r = 0.9 minus r = 0.5 was -0.2, 0, +0.4 and 0 at vocab 16, 24, 32 and 48). The grids that run
+at V* (the headline, `mechanism_max_grid`) exist in `GRIDS` only once it is set here."""
 
 
 def mechanism_max_grid(vocab: int) -> Grid:
@@ -198,8 +200,7 @@ GRIDS: dict[str, Grid] = {
         sweep_seed=300,
     ),
     # Stage (a) after the headline: is it the training set or the initialisation? 4 data seeds
-    # x 3 model seeds crossed, two layers at r = 0.9 (sweep seed 500); vocab is V* (set with
-    # --set vocab=V until the map has chosen it).
+    # x 3 model seeds crossed, two layers at r = 0.9 (sweep seed 500), at V* = 32.
     "study-a-crossed": Grid(
         presets=("mpsp-2l2h",),
         task={"shortcut": "first", "vocab": 32},
@@ -230,6 +231,20 @@ if V_STAR is None:
     )
 else:
     GRIDS["study-a-mechanism-max"] = mechanism_max_grid(V_STAR)
+    # The headline (docs/study_a.md, preregistered): both models at r = 0.9 and 0.5 at V*, 10
+    # fresh seeds (sweep seed 400), 3,000 epochs, the circuit measures logged at every evaluation.
+    GRIDS["study-a-headline"] = Grid(
+        presets=("mpsp-2l2h", "mpsp-1l1h"),
+        task={"shortcut": "first", "vocab": V_STAR},
+        train={
+            **_CONFIRMATION_TRAIN,
+            "epochs": 3000,
+            "eval_measures": ["attn_pos0", "ov_parity_rho", "grad_groups"],
+        },
+        axes={"r": [0.9, 0.5]},
+        seeds=10,
+        sweep_seed=400,
+    )
 
 
 def grid_from_dict(data: dict[str, Any]) -> Grid:

@@ -79,3 +79,23 @@ def test_the_mechanism_grid_waits_for_v_star(capsys):
     else:
         assert GRIDS["study-a-mechanism-max"] == mechanism_max_grid(grids.V_STAR)
         assert "study-a-mechanism-max" not in grids.PENDING
+
+
+def test_the_headline_grid_is_the_preregistered_one_at_v_star():
+    """Both models x r = 0.9, 0.5 at V*, 10 seeds of sweep seed 400, 3,000 epochs, the circuit
+    measures on, two layers first (its primary test), seed-major.
+    """
+    from analyses.studies import grids
+
+    headline = GRIDS["study-a-headline"]
+    assert headline.task["vocab"] == grids.V_STAR == 32 and headline.sweep_seed == 400
+    assert (headline.presets, headline.axes, headline.seeds) == (
+        ("mpsp-2l2h", "mpsp-1l1h"),
+        {"r": [0.9, 0.5]},
+        10,
+    )
+    assert headline.train["epochs"] == 3000 and set(headline.train["eval_measures"]) == {
+        "attn_pos0",
+        "ov_parity_rho",
+        "grad_groups",
+    }
