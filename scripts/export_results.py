@@ -8,8 +8,8 @@ Usage::
 See `interp.sweep.specs.export_records`. Each RUN (a run folder below SWEEP_DIR, relative to
 it) also gets a weights-only, log-spaced series of 16 checkpoints (`interp.store.export_weights`)
 so it can be dissected from a fresh clone. A CPU ledger (run folder relative to SWEEP_DIR -> CPU
-seconds, sampled per worker process while the sweep ran, for runs whose DONE does not record
-their CPU time) gives each run a `compute.json`. Rerun it as runs finish: records are replaced
+seconds, sampled per worker process while the sweep ran) gives a `compute.json` to each run
+trained by an interp that did not write one. Rerun it as runs finish: records are replaced
 in place.
 """
 
@@ -34,7 +34,8 @@ def main() -> None:
     source, dest, *runs = args
     print(f"{len(export_records(source, dest))} run records in {dest}")
     for run, seconds in ledger.items():
-        if not run.startswith("_") and (Path(dest) / run).is_dir():
+        recorded = (Path(source) / run / "compute.json").is_file()  # training wrote it: keep that
+        if not run.startswith("_") and (Path(dest) / run).is_dir() and not recorded:
             record = {"cpu_seconds": round(seconds, 1), "how": "sampled per sweep worker process, every 30 s"}
             (Path(dest) / run / "compute.json").write_text(json.dumps(record, indent=1) + "\n")
     for run in runs:

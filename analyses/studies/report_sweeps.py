@@ -13,10 +13,7 @@ from typing import Any
 
 from analyses.studies.report import DIVERGED, FINISHED, RunState, Sweep
 from interp.config import to_dict
-
-COMPUTE_FILE = "compute.json"
-"""A run's measured CPU time when its DONE does not hold it (``{"cpu_seconds": ..., "how": ...}``),
-written beside the compact record by ``scripts/export_results.py --cpu-ledger``."""
+from interp.store.run_folder import read_compute
 
 # Training fields a reader needs to know what was run (seeds and cadences are left out).
 TRAIN_FIELDS = ("epochs", "batch_size", "lr", "betas", "weight_decay", "loss", "weight_norm")
@@ -52,14 +49,13 @@ def sweep_rows(folder: Path, sweeps: list[Sweep], runs: list[RunState]) -> list[
 
 
 def cpu_seconds(run_dir: Path) -> float | None:
-    """The CPU seconds a run used, from its ``DONE`` summary or its ``compute.json``; None if unrecorded."""
-    for name, key in (("DONE", "cpu_seconds"), (COMPUTE_FILE, "cpu_seconds")):
-        path = Path(run_dir) / name
-        if path.is_file():
-            value = json.loads(path.read_text()).get(key)
-            if value is not None:
-                return float(value)
-    return None
+    """The CPU seconds a run used, from its ``compute.json``; None if unrecorded.
+
+    Training writes it when the run finishes (`interp.training.TrainLoop.finish`); for runs
+    trained by an interp that did not, ``scripts/export_results.py --cpu-ledger`` writes it from
+    CPU time sampled per worker process while the sweep ran.
+    """
+    return read_compute(run_dir)
 
 
 def _cpu_text(run_dirs: list[Path]) -> str:

@@ -7,6 +7,7 @@ runs/<name>/checkpoints/    see `interp.store.checkpoint`
 runs/<name>/analyses/       results of analyses per checkpoint: analyses/NAME/step_000100/
 runs/<name>/sessions.jsonl  one line per training session: start step, pid, host, threads
 runs/<name>/DONE            written last (JSON summary)
+runs/<name>/compute.json    the run's CPU time so far (a measurement, not a result)
 runs/<name>/.lock           flock held by the process writing the run
 ```
 
@@ -42,6 +43,7 @@ SESSIONS_FILE = "sessions.jsonl"
 CHECKPOINTS_DIR = "checkpoints"
 ANALYSES_DIR = "analyses"  # RUN/analyses/NAME/step_N: results (`interp.store.handle.RunHandle.result_folder`)
 DONE_FILE = "DONE"
+COMPUTE_FILE = "compute.json"
 LOCK_FILE = ".lock"
 # Keys that create_run adds; everything else in config.json is the user's config.
 RESERVED_KEYS = ("format_version", "versions", "git_sha", "threads")
@@ -348,6 +350,21 @@ def mark_done(run_dir: str | os.PathLike[str], summary: Mapping[str, Any]) -> No
     if "format_version" in summary:
         raise ValueError("'format_version' is reserved in a DONE summary")
     atomic_write_json(Path(run_dir) / DONE_FILE, {"format_version": FORMAT_VERSION, **summary})
+
+
+def write_compute(run_dir: str | os.PathLike[str], cpu_seconds: float, how: str) -> None:
+    """Write the run's measured CPU time so far (training does, at every checkpoint and at the end).
+
+    Kept out of DONE and the checkpoints on purpose: they hold what the run computed, which a
+    resumed run reproduces bit for bit; CPU time measures the machine that ran it.
+    """
+    atomic_write_json(Path(run_dir) / COMPUTE_FILE, {"cpu_seconds": round(cpu_seconds, 1), "how": how})
+
+
+def read_compute(run_dir: str | os.PathLike[str]) -> float | None:
+    """The CPU seconds recorded by `write_compute`; None if none is recorded."""
+    path = Path(run_dir) / COMPUTE_FILE
+    return float(json.loads(path.read_text())["cpu_seconds"]) if path.is_file() else None
 
 
 def is_done(run_dir: str | os.PathLike[str]) -> bool:

@@ -128,8 +128,9 @@ def read_sweep(sweep_dir: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
     return specs, data.get("meta", {})
 
 
-RECORD_FILES = ("config.json", "metrics.jsonl", "DONE")
-"""What a run's compact record holds: its configs, every evaluation and its summary (no weights)."""
+RECORD_FILES = ("config.json", "metrics.jsonl", "DONE", "compute.json")
+"""What a run's compact record holds: its configs, every evaluation, its summary and its CPU time
+(no weights)."""
 
 
 def export_records(sweep_dir: str | Path, dest: str | Path) -> list[Path]:

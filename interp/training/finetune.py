@@ -93,7 +93,7 @@ def finetune(
         loop.resume()
         with stop_on_signals() as stop:
             loop.run(stop, progress, desc="fine-tune")
-        return run.finish(
+        return loop.finish(
             {
                 "reached": loop.reached,
                 "steps": loop.step,

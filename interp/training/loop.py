@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ from interp.signals import StopFlag, stop_on_signals
 from interp.splits import Split, Task, split_digests
 from interp.store.checkpoint import load_state_into
 from interp.store.formats import first_nonfinite
+from interp.store.run_folder import read_compute, write_compute
 from interp.store.session import RunSession, open_run
 from interp.training.config import TrainConfig
 from interp.training.schedule import schedule
@@ -140,7 +142,7 @@ def train(
         loop.resume()
         with stop_on_signals() as stop:
             loop.run(stop, progress)
-        return run.finish(loop.summary(getattr(task, "milestones", {})))
+        return loop.finish(loop.summary(getattr(task, "milestones", {})))
 
 
 class TrainLoop:
@@ -189,10 +191,18 @@ class TrainLoop:
         check_measures(config.eval_measures, model, self.splits)
         self.step = -1
         self.diverged: dict[str, Any] | None = None
+        # CPU time: what earlier sessions recorded (compute.json), plus this process's since
+        # the resume, divided among the runs it trains at once (stacked seeds).
+        self.cpu_before: float | None = 0.0
+        self.cpu_share = 1
+        self._cpu_start = time.process_time()
 
     def resume(self, step: int | None = None) -> None:
         """Continue from the checkpoint of `step` (None: the latest; -1: start afresh)."""
         ckpt = self.session.resume(step)
+        self._cpu_start = time.process_time()
+        if ckpt is not None:  # None: trained by an interp that did not count CPU time
+            self.cpu_before = read_compute(self.session.run_dir)
         if ckpt is None:
             self.step = -1
             if self.config.weight_norm is not None:
@@ -342,6 +352,26 @@ class TrainLoop:
             "generator": self.generator.get_state(),
         }
         self.session.save(self.step, state, train_state)
+        self.record_cpu()
+
+    def cpu_seconds(self) -> float | None:
+        """The run's CPU time so far, each earlier session counted up to its last checkpoint.
+
+        None if an earlier session did not record it (an older interp).
+        """
+        if self.cpu_before is None:
+            return None
+        return self.cpu_before + (time.process_time() - self._cpu_start) / self.cpu_share
+
+    def record_cpu(self) -> None:
+        """Write the CPU time so far to `compute.json` (beside the checkpoints, not in them: a
+        checkpoint holds only what determines the run, so two processes write identical ones).
+        """
+        if (cpu := self.cpu_seconds()) is not None:
+            how = "process CPU time (every thread) of its training sessions, each up to its last checkpoint"
+            if self.cpu_share > 1:
+                how += f"; a 1/{self.cpu_share} share of {self.cpu_share} stacked seeds"
+            write_compute(self.session.run_dir, cpu, how)
 
     def summary(self, targets: Mapping[str, Any]) -> dict[str, Any]:
         """The `DONE` summary: epochs, the final record, the task's milestones (and `diverged`)."""
@@ -354,6 +384,11 @@ class TrainLoop:
         if self.diverged is not None:
             summary["diverged"] = dict(self.diverged)
         return summary
+
+    def finish(self, summary: Mapping[str, Any]) -> dict[str, Any]:
+        """Record the run's CPU time (`compute.json`), then write `DONE` with `summary`."""
+        self.record_cpu()
+        return self.session.finish(summary)
 
 
 def show_accuracies(bar: tqdm, records: list[dict[str, Any] | None]) -> None:

@@ -98,10 +98,11 @@ def train_vectorized(
             loops = [TrainLoop(runs[i], models[i].to(device), splits, configs[i], device) for i in todo]
             for loop in loops:
                 loop.resume(start)
+                loop.cpu_share = len(loops)
             with stop_on_signals() as stop:
                 StackedSeeds(loops).run(stop, progress)
             for loop in loops:
-                loop.session.finish(loop.summary(getattr(task, "milestones", {})))
+                loop.finish(loop.summary(getattr(task, "milestones", {})))
         return [run.finished() for run in runs]
 
 

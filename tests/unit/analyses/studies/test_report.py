@@ -30,6 +30,7 @@ from analyses.studies.report_page import run_line, write_report
 from analyses.studies.report_sweeps import sweep_command
 from interp.config import to_dict
 from interp.metrics import milestones
+from interp.store.run_folder import write_compute
 from interp.sweep.specs import write_sweep
 from tasks import MPSPTask
 
@@ -260,9 +261,10 @@ def test_study_a_report_writes_outcomes_tests_and_the_vocabulary_map(tmp_path):
         assert f"<h2>{heading}</h2>" in page
 
 
-def test_cpu_hours_are_summed_from_done_summaries_and_exported_compute_records(results, tmp_path):
-    """A run's CPU time comes from its DONE (``cpu_seconds``) or from the ``compute.json`` that
-    `scripts/export_results.py --cpu-ledger` writes; the sweep table says how many runs record it.
+def test_cpu_hours_are_summed_from_the_runs_compute_records(results, tmp_path):
+    """A run's CPU time comes from the ``compute.json`` that training writes or, for runs trained
+    without one, that `scripts/export_results.py --cpu-ledger` writes (never over training's own);
+    the sweep table says how many runs record it.
     """
     import subprocess
     import sys
@@ -273,16 +275,20 @@ def test_cpu_hours_are_summed_from_done_summaries_and_exported_compute_records(r
     grid = next(s for s in sweeps if s.name == "grid")
     assert sweep_rows(results, [grid], runs)[0]["CPU hours"] == "not recorded"
     first, second = grid.specs[0].out, grid.specs[1].out
-    done = json.loads((first / "DONE").read_text())
-    (first / "DONE").write_text(json.dumps({**done, "cpu_seconds": 5400.0}))
+    write_compute(first, 5400.0, "process CPU time")
     ledger = tmp_path / "ledger.json"
-    ledger.write_text(json.dumps({second.relative_to(results / "grid").as_posix(): 1800.0, "_last": {}}))
+    sampled = {run.relative_to(results / "grid").as_posix(): 1800.0 for run in (first, second)}
+    ledger.write_text(json.dumps({**sampled, "_last": {}}))
     dest = tmp_path / "exported"
     script = Path(__file__).parents[4] / "scripts" / "export_results.py"
     subprocess.run([sys.executable, script, results / "grid", dest, "--cpu-ledger", ledger], check=True)
     assert (
         json.loads((dest / second.relative_to(results / "grid") / "compute.json").read_text())["cpu_seconds"]
         == 1800
+    )
+    assert (
+        json.loads((dest / first.relative_to(results / "grid") / "compute.json").read_text())["cpu_seconds"]
+        == 5400
     )
     exported_sweeps, exported_runs = load_results(dest)
     row = sweep_rows(dest, exported_sweeps, exported_runs)[0]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
+import time
 
 import pytest
 import torch
@@ -10,7 +13,7 @@ import torch
 from interp.errors import ConfigError
 from interp.metrics import milestones
 from interp.store.checkpoint import list_checkpoints, load_checkpoint
-from interp.store.run_folder import read_done, read_metrics
+from interp.store.run_folder import read_done, read_metrics, write_compute
 from interp.training import TrainConfig, train
 from interp.training.schedule import log_spaced_steps, schedule
 from models import build_model, preset_config
@@ -149,3 +152,32 @@ def test_other_config_in_the_same_folder_is_refused(tmp_path):
 def test_bad_train_config_names_the_value(field, value):
     with pytest.raises(ConfigError, match=field):
         TrainConfig(**{field: value})
+
+
+def test_a_run_records_its_cpu_time_counting_earlier_sessions(tmp_path, monkeypatch):
+    """compute.json holds the run's CPU time, updated at every checkpoint; a resumed run adds its
+    own to what earlier sessions recorded (frozen clock: the resumed session adds nothing), and
+    an older run's unrecorded time is not made up.
+    """
+    train = {"checkpoint_every": 4, "checkpoint_log_points": 0}
+    _, summary, _ = _train(tmp_path, TINY_MPSP, **train)
+    run = tmp_path / "run"
+    first = json.loads((run / "compute.json").read_text())
+    assert first["cpu_seconds"] > 0 and "process CPU time" in first["how"]
+
+    def kill_after_step_8(recorded: float | None) -> None:
+        shutil.rmtree(run / "checkpoints" / "step_000012")
+        (run / "checkpoints" / "LATEST").write_text("step_000008\n")
+        (run / "DONE").unlink()
+        (run / "compute.json").unlink()
+        if recorded is not None:
+            write_compute(run, recorded, "an earlier session")
+
+    monkeypatch.setattr(time, "process_time", lambda: 7.0)
+    kill_after_step_8(recorded=100.0)
+    _, resumed, _ = _train(tmp_path, TINY_MPSP, **train)
+    assert resumed == summary  # DONE holds results only: the measurement stays out of it
+    assert json.loads((run / "compute.json").read_text())["cpu_seconds"] == 100.0
+    kill_after_step_8(recorded=None)  # as if trained so far by an interp that did not count
+    assert _train(tmp_path, TINY_MPSP, **train)[1] == summary
+    assert not (run / "compute.json").exists()
