@@ -134,9 +134,17 @@ def cached_plan(tokens: Tensor, name: str, build: Callable[[], Any]) -> Any:
 
     A token tensor is the same batch while its storage, offset, shape, strides and version
     counter are: views of one tensor (`train.tokens[:]`) share the entry, an in-place write
-    invalidates it. Tensors under `torch.func` transforms are not cached.
+    invalidates it. Tensors under `torch.func` transforms, and anything in inference mode, are
+    not cached.
     """
-    if wrapped(tokens) or tokens.device.type != "cpu":
+    # Inference tensors cannot be saved for a later backward and have no version counter:
+    # nothing of inference mode is cached.
+    if (
+        wrapped(tokens)
+        or tokens.device.type != "cpu"
+        or torch.is_inference_mode_enabled()
+        or tokens.is_inference()
+    ):
         return build()
     key = (
         tokens.untyped_storage().data_ptr(),

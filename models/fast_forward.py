@@ -342,7 +342,7 @@ def _prefixes(tokens: Tensor, V: int, n: int) -> tuple[Tensor, csr.IndexPlan]:
     def build() -> csr.IndexPlan:
         return csr.IndexPlan((tokens[:, :n] * weights).sum(1), V**n)
 
-    if torch.compiler.is_compiling():
+    if torch.compiler.is_compiling() or torch.is_inference_mode_enabled():
         return torch.arange(V**n, device=tokens.device).unsqueeze(1) // weights % V, build()
     return _all_prefixes(V, n, tokens.device), csr.cached_plan(tokens, f"prefix {V} {n}", build)
 

@@ -110,3 +110,16 @@ def test_cache_follows_views_and_in_place_writes():
     hooked = _grads(model, model(tokens)[:, -1], labels)
     for name in hooked:
         torch.testing.assert_close(fast[name], hooked[name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_inference_mode_first_then_training():
+    # Nothing built in inference mode may be cached: training would save it for backward.
+    model = _model()
+    tokens = torch.randint(0, 5, (64, 6), generator=_gen(14))
+    labels = torch.randint(0, 3, (64,), generator=_gen(15))
+    with torch.inference_mode():
+        fast_readout(model, tokens)
+    fast = _grads(model, fast_readout(model, tokens), labels)
+    hooked = _grads(model, model(tokens)[:, -1], labels)
+    for name in hooked:
+        torch.testing.assert_close(fast[name], hooked[name], atol=1e-5, rtol=1e-4, msg=name)
