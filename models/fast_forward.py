@@ -15,8 +15,11 @@ It is fast because it does only the work a last-position loss needs, and uses ex
   causal mask included) and the value vectors already multiplied by `W_O` (per head). Layer 0's
   attention is then gathers, a softmax and one tiny batched matmul (`_Mix`, written by hand,
   as autograd's gather-then-bmm backward costs three extra passes): no per-example Q/K/V/O
-  matmul. The gathers' backward is an fp32 `index_add` (much faster on CPU than the
-  `index_put_(accumulate=True)` torch uses for indexing).
+  matmul. On CPU in fp32 the gathers' backward and the mix are CSR products whose index sort
+  is computed once per token batch (`models.csr`: no per-step sort, no gathered
+  `[batch, pos * heads, d_model]` rows); elsewhere (bf16 tables, GPU, under `torch.func` or
+  `torch.compile`) the gathers' backward is an fp32 `index_add` (much faster on CPU than the
+  `index_put_(accumulate=True)` torch uses for indexing) and the mix a batched matmul.
 * **Leading positions of a 2-layer causal model work on prefix tables.** Under causal
   attention layer 0's output at position p depends on tokens 0..p only, so for the positions
   whose `V**(p+1)` prefixes are well below the batch (MPSP at 16,384: positions 0 and 1,
@@ -111,8 +114,8 @@ class _Mix(torch.autograd.Function):
 
     `table [pos * vocab, heads * d_model]`, `idx [batch, pos]` (table rows of the keys),
     `pattern [batch, S, pos * heads]` (columns (key, head)), `resid [batch, S, d_model]`;
-    returns `[batch, S, d_model]` in `resid`'s dtype. The products run in `cdt`, the table's
-    gradient is accumulated in fp32 by `index_add`.
+    returns `[batch, S, d_model]` in `resid`'s dtype. On the dense path the products run in
+    `cdt` and the table's gradient is accumulated in fp32 by `index_add`.
 
     Written by hand because autograd's version of gather-then-bmm is slow on CPU: its
     gradient of the gathered rows arrives transposed, so it is copied, cast and scattered in
