@@ -48,19 +48,13 @@ def sweep_rows(folder: Path, sweeps: list[Sweep], runs: list[RunState]) -> list[
     return rows
 
 
-def cpu_seconds(run_dir: Path) -> float | None:
-    """The CPU seconds a run used, from its ``compute.json``; None if unrecorded.
-
-    Training writes it when the run finishes (`interp.training.TrainLoop.finish`); for runs
-    trained by an interp that did not, ``scripts/export_results.py --cpu-ledger`` writes it from
-    CPU time sampled per worker process while the sweep ran.
-    """
-    return read_compute(run_dir)
-
-
 def _cpu_text(run_dirs: list[Path]) -> str:
-    """``"3.52 (38 of 40 runs recorded)"``: the CPU hours summed over the runs that record them."""
-    recorded = [s for s in map(cpu_seconds, run_dirs) if s is not None]
+    """``"3.52 (38 of 40 runs recorded)"``: the CPU hours summed over the runs that record them.
+
+    A run's CPU time is its ``compute.json``: written by training (`TrainLoop.record_cpu`), or for
+    runs trained by an interp that did not, by ``scripts/export_results.py --cpu-ledger``.
+    """
+    recorded = [s for s in map(read_compute, run_dirs) if s is not None]
     if not recorded:
         return "not recorded"
     hours = f"{sum(recorded) / 3600:.2f}"
