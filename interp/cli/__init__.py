@@ -58,12 +58,12 @@ def main(argv: list[str] | None = None) -> None:
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     warnings.showwarning = _show_note
     try:
-        cli.main(args=argv, standalone_mode=False)
+        cli.main(args=argv, prog_name="interp", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
     except click.ClickException as err:
-        err.show()
+        click.echo(usage_line(err), err=True)
         sys.exit(EXIT_USAGE)
     except InterpError as err:
         if debug:
@@ -90,6 +90,27 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"error: {type(err).__name__}: {err} (run with --debug for the traceback)", err=True)
         sys.exit(EXIT_RUNTIME)
     sys.exit(0)
+
+
+def usage_line(err: click.ClickException) -> str:
+    """The one line a usage error prints: the command, what was wrong and what would be valid.
+
+    Click's own display takes three lines (usage, a pointer to --help, the error); an unknown
+    option here also lists the command's options, so the line says what would be valid.
+    """
+    message = err.format_message().rstrip(".")
+    context = getattr(err, "ctx", None)
+    if context is None:
+        return f"error: {message}"
+    if isinstance(err, click.NoSuchOption):
+        guess = f" (did you mean {' or '.join(map(repr, err.possibilities))}?)" if err.possibilities else ""
+        valid = sorted(
+            {name for param in context.command.params for name in param.opts if name.startswith("--")}
+        )
+        message = f"no such option {err.option_name!r}{guess}; its options: {', '.join(valid)}"
+    elif isinstance(context.command, click.Group) and message.startswith("No such command"):
+        message += f"; its commands: {', '.join(context.command.list_commands(context))}"
+    return f"error: {context.command_path}: {message} (see '{context.command_path} --help')"
 
 
 def os_error_line(err: OSError) -> str:

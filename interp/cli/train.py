@@ -109,7 +109,7 @@ def train_runs(
     _check_device(device)
     check_specs_memory(specs, together=vectorize)  # up front: too large is refused before any trains
     if vectorize:
-        return _train_vectorized(specs, device=device, threads=threads, jobs=jobs, progress=progress)
+        return _train_vectorized(specs, device=device, threads=threads, progress=progress)
     if len(specs) == 1:
         if threads:
             import torch
@@ -131,16 +131,9 @@ def train_runs(
     return table
 
 
-def _train_vectorized(
-    specs: list[RunSpec], *, device: str, threads: int | None, jobs: int | None, progress: bool
-) -> str:
+def _train_vectorized(specs: list[RunSpec], *, device: str, threads: int | None, progress: bool) -> str:
     from analyses.training import train_specs_vectorized
 
-    if jobs is not None:
-        raise ConfigError(
-            "--jobs sets parallel processes, but --vectorize trains every seed in one",
-            "drop --jobs (or --vectorize)",
-        )
     if threads:
         import torch
 
@@ -242,11 +235,10 @@ def train(
             "--vectorize stacks several seeds into one model, but no --seeds were given",
             "add e.g. --seeds 0-7",
         )
-    if vectorize and device.startswith("cpu"):
-        click.echo(
-            "note: --vectorize pays on a GPU; on a CPU separate processes (drop --vectorize) are usually "
-            "faster (benchmarks/multi_seed.py measures both)",
-            err=True,
+    if vectorize and jobs is not None:
+        raise ConfigError(
+            "--jobs sets parallel processes, but --vectorize trains every seed in one",
+            "drop --jobs (or --vectorize)",
         )
 
     specs = runs_from_options(
@@ -263,6 +255,12 @@ def train(
         from interp.sweep.specs import write_sweep
 
         write_sweep(out, specs, {"command": "interp train", "seeds": seeds})
+    if vectorize and device.startswith("cpu"):  # after every check: a refused command prints one line
+        click.echo(
+            "note: --vectorize pays on a GPU; on a CPU separate processes (drop --vectorize) are usually "
+            "faster (benchmarks/multi_seed.py measures both)",
+            err=True,
+        )
     click.echo(
         train_runs(
             specs, device=device, threads=threads, jobs=jobs, progress=not no_progress, vectorize=vectorize
