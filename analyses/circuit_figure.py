@@ -188,15 +188,18 @@ def circuit_over_training(evolution: Any, flip: str = "label", phase_step: int |
     """Which edges enter and leave the circuit across checkpoints (`analyses.evolution.evolve` of ``circuit``).
 
     Rows are the edges kept at any checkpoint (by the step they first enter), columns the
-    checkpoints; colour is the edge's ``|score|`` (of the analysis's ``method``), a dot marks the
+    checkpoints, one equal-width column each (a series is dense around a phase transition and
+    log-spaced elsewhere, so a step axis would squeeze most columns to slivers; the ticks name
+    the steps); colour is the edge's ``|score|`` (of the analysis's ``method``), a dot marks the
     checkpoints where the circuit keeps it.
 
     Args:
         evolution: An `Evolution` of the ``circuit`` analysis.
         flip: The pairing to show (``label`` or ``shortcut``).
-        phase_step: A step to mark with a vertical line (e.g. a phase detector's onset).
+        phase_step: A step to mark with a vertical line (e.g. a phase detector's onset), placed
+            between the checkpoints around it in proportion to its step.
     """
-    steps, results = evolution.steps, evolution.results
+    steps, results = list(evolution.steps), evolution.results
     method = results[0].params.get("method", "exact")
     edges = [
         f"{u}->{r}@{p}"
@@ -208,20 +211,22 @@ def circuit_over_training(evolution: Any, flip: str = "label", phase_step: int |
     ever = np.flatnonzero(kept.any(axis=1))
     ever = ever[np.argsort(kept[ever].argmax(axis=1), kind="stable")]  # by first entry
     labels = [edges[e] for e in ever]
+    columns = list(range(len(steps)))
     fig = go.Figure(
         go.Heatmap(
             z=score[ever].tolist(),
-            x=list(steps),
+            x=columns,
             y=labels,
+            customdata=[steps] * len(labels),
             colorscale="Blues",
             colorbar={"title": f"|{method}|"},
-            hovertemplate="edge %{y}<br>step %{x}<br>``|score|`` %{z:.4f}<extra></extra>",
+            hovertemplate="edge %{y}<br>step %{customdata}<br>|score| %{z:.4f}<extra></extra>",
         )
     )
     dots = np.argwhere(kept[ever])
     fig.add_trace(
         go.Scatter(
-            x=[steps[j] for _, j in dots],
+            x=[columns[j] for _, j in dots],
             y=[labels[i] for i, _ in dots],
             mode="markers",
             marker={"color": KEPT, "size": 6},
@@ -230,10 +235,18 @@ def circuit_over_training(evolution: Any, flip: str = "label", phase_step: int |
         )
     )
     if phase_step is not None:
-        fig.add_vline(x=phase_step, line_dash="dash", annotation_text="phase 2")
+        fig.add_vline(
+            x=float(np.interp(phase_step, steps, columns)), line_dash="dash", annotation_text="phase 2"
+        )
+    every = max(1, len(steps) // 20)  # at most ~20 tick labels
     fig.update_layout(
         title=f"Circuit over training ({flip}-flip pairs): edges kept at any checkpoint",
-        xaxis_title="step",
+        xaxis={
+            "title": "checkpoint (step)",
+            "tickmode": "array",
+            "tickvals": columns[::every],
+            "ticktext": [str(s) for s in steps[::every]],
+        },
         yaxis={"autorange": "reversed", "type": "category"},
         height=300 + 14 * len(labels),
     )

@@ -356,7 +356,7 @@ def test_evolve_circuit_writes_the_per_step_table_and_the_circuit_over_training_
     assert evolution.steps == steps
     fig = circuit_over_training(evolution, "label", phase_step=steps[1])
     heat = fig.data[0]
-    assert list(heat.x) == steps and len(heat.y) > 0
+    assert list(heat.customdata[0]) == steps and list(heat.x) == list(range(len(steps))) and len(heat.y) > 0
     kept_any = frame.groupby(["edge"])["kept"].any()
     assert set(heat.y) == set(kept_any[kept_any].index)
 

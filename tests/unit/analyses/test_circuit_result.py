@@ -79,7 +79,17 @@ def test_circuit_over_training_shows_edges_entering_and_leaving():
         "MLP0->logits@1",
         "embed->L0H0.q@0",
     ]  # by first entry; the never-kept edge left out
-    assert sorted(zip(dots.x, dots.y)) == [(0, "MLP0->logits@1"), (100, "embed->L0H0.q@0")]
+    # One equal-width column a checkpoint, its ticks naming the steps.
+    assert sorted(zip(dots.x, dots.y)) == [(0, "MLP0->logits@1"), (1, "embed->L0H0.q@0")]
+    assert list(fig.layout.xaxis.ticktext) == ["0", "100"] and list(heat.customdata[0]) == [0, 100]
+    assert "``" not in heat.hovertemplate
+
+
+def test_circuit_over_training_places_the_phase_line_between_its_checkpoints():
+    steps = [0, 10, 100, 1000]
+    evolution = SimpleNamespace(steps=steps, results=[_result([1, 0, 0], step=s) for s in steps])
+    fig = circuit_over_training(evolution, "label", phase_step=55)
+    assert fig.layout.shapes[0].x0 == pytest.approx(1.5)  # halfway from step 10 (column 1) to 100
 
 
 @pytest.mark.parametrize(
