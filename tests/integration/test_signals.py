@@ -75,13 +75,19 @@ def _start(folder: Path, *extra: str, ignore_hup: bool = False) -> subprocess.Po
     """`interp sweep` with two workers, in a session of its own (signals reach only what we send)."""
     (folder / "grid.json").write_text(json.dumps(GRID))
 
-    def nohup() -> None:  # what nohup does: SIGHUP ignored from the start, inherited
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    def as_from_a_terminal() -> None:
+        # Stop signals at their defaults, as a terminal starts a command, whatever this test
+        # process inherited (pytest under nohup or in a background job ignores SIGHUP or SIGINT,
+        # and the sweep rightly keeps an ignored signal ignored); nohup ignores SIGHUP again.
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_DFL)
+        if ignore_hup:
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
     return subprocess.Popen(
         [sys.executable, "-m", "interp", *_sweep_args(folder, "--jobs", "2", *extra)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-        preexec_fn=nohup if ignore_hup else None,
+        preexec_fn=as_from_a_terminal,
     )  # fmt: skip
 
 

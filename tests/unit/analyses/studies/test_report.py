@@ -313,7 +313,13 @@ def test_the_demo_shows_committed_rates_and_its_own_phase2_run_or_the_committed_
         _write_run(spec, _records(300, 300, 100, 1000), done=True)
     sections = " ".join(committed_sections(results))
     assert "4 runs of the committed <code>map</code> grid (4 finished)" in sections
-    assert "committed-time-to-rule" in sections and "committed-map" in sections
+    assert "committed-map-time-to-rule" in sections and "committed-map" in sections
+    for spec in _sweep(results / "headline", grid)[:1]:  # a headline still training: one run so far
+        _write_run(spec, _records(300, 300, 100, 1000), done=True)
+    sections = " ".join(committed_sections(results))
+    assert sections.index("committed <code>headline</code> grid (1 finished)") < sections.index(
+        "4 runs of the committed <code>map</code> grid (4 finished)"
+    )
 
     demo = Grid(presets=("mpsp-1l1h", "mpsp-2l2h"), task=TASK, train={"epochs": 1000}, axes={"r": [0.5, 0.9]})
     specs = _sweep(tmp_path / "demo", demo)
