@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,11 +58,12 @@ def evolve(
     analysis: str | Analysis,
     params: Any = None,
     *,
+    checkpoints: str | Iterable[int] | None = None,
     progress: bool = True,
     cache: str | Path | None = None,
     **values: Any,
 ) -> Evolution:
-    """Compute (or load from cache) `analysis` at every checkpoint of `run_dir`.
+    """Compute (or load from cache) `analysis` at every checkpoint of `run_dir` (or those chosen).
 
     Either ``evolve(run, "grads", split="train")`` (the analysis's parameters as keywords) or
     ``evolve(run, grads, grads.params(split="train"))``.
@@ -71,6 +73,8 @@ def evolve(
             its config is read once for the whole series.
         analysis: A registered analysis, or its name.
         params: Its `Params` (default: built from `values`).
+        checkpoints: Only these checkpoints: steps, or text such as ``"100-300"`` or
+            ``"0,100-300"`` (`interp.store.handle.RunHandle.select_steps`); default all.
         progress: Show a progress bar over checkpoints.
         cache: The folder that caches results per analysis and step (default: ``RUN/analyses``).
             A cache folder that cannot be written (a read-only run) is only read: nothing is
@@ -79,18 +83,19 @@ def evolve(
 
     Raises:
         ConfigError: On an unknown analysis or parameter, or both `params` and `values`.
-        CheckpointError: If the run has no checkpoints.
+        CheckpointError: If the run has no checkpoints, or `checkpoints` names a step it has
+            no checkpoint of.
     """
     from analyses import get_analysis
 
     analysis = get_analysis(analysis) if isinstance(analysis, str) else analysis
     params = _params(analysis, params, values)
     run = RunHandle.open(run_dir)
-    steps = run.steps
-    if not steps:
+    if not run.steps:
         raise CheckpointError(
             f"{run.run_dir} has no checkpoints to evolve over", "train it first (interp train)"
         )
+    steps = run.select_steps(checkpoints)
     wanted = json.loads(json.dumps(to_dict(params)))
     folders = {step: run.result_folder(analysis.name, step, cache) for step in steps}
     save = writable(folders[steps[0]])

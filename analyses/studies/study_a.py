@@ -16,7 +16,7 @@ head has the same colour in both (`plots.head_colour`).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,22 +85,48 @@ def add_phase2_markers(
 
 
 def evolutions(
-    run_dir: str | Path, *, progress: bool = False, cache: str | Path | None = None
+    run_dir: str | Path,
+    *,
+    progress: bool = False,
+    cache: str | Path | None = None,
+    checkpoints: str | Iterable[int] | None = None,
 ) -> tuple[Evolution, Evolution]:
-    """The fingerprint and gradient-group evolutions of a run (cached per checkpoint; `cache` as
-    in `evolve`: elsewhere than the run folder, e.g. for a read-only run).
+    """The fingerprint and gradient-group evolutions of a run (cached per checkpoint; `cache` and
+    `checkpoints` as in `evolve`: a cache elsewhere than the run folder, e.g. for a read-only
+    run, and only some of its checkpoints).
     """
-    return _fingerprints(run_dir, progress, cache), _gradients(run_dir, progress, cache)
+    return _fingerprints(run_dir, progress, cache, checkpoints), _gradients(
+        run_dir, progress, cache, checkpoints
+    )
 
 
-def _fingerprints(run_dir: str | Path, progress: bool, cache: str | Path | None = None) -> Evolution:
+def _fingerprints(
+    run_dir: str | Path,
+    progress: bool,
+    cache: str | Path | None = None,
+    checkpoints: str | Iterable[int] | None = None,
+) -> Evolution:
     fingerprint = get_analysis("fingerprint")
-    return evolve(run_dir, fingerprint, fingerprint.params(split="adv"), progress=progress, cache=cache)
+    return evolve(
+        run_dir,
+        fingerprint,
+        fingerprint.params(split="adv"),
+        checkpoints=checkpoints,
+        progress=progress,
+        cache=cache,
+    )
 
 
-def _gradients(run_dir: str | Path, progress: bool, cache: str | Path | None = None) -> Evolution:
+def _gradients(
+    run_dir: str | Path,
+    progress: bool,
+    cache: str | Path | None = None,
+    checkpoints: str | Iterable[int] | None = None,
+) -> Evolution:
     grads = get_analysis("grads")
-    return evolve(run_dir, grads, grads.params(split="train"), progress=progress, cache=cache)
+    return evolve(
+        run_dir, grads, grads.params(split="train"), checkpoints=checkpoints, progress=progress, cache=cache
+    )
 
 
 def run_title(run_dir: str | Path) -> str:
@@ -115,16 +141,22 @@ def run_title(run_dir: str | Path) -> str:
 
 
 def circuit_evolution_figure(
-    run_dir: str | Path, *, log_x: bool = True, progress: bool = False, cache: str | Path | None = None
+    run_dir: str | Path,
+    *,
+    log_x: bool = True,
+    progress: bool = False,
+    cache: str | Path | None = None,
+    checkpoints: str | Iterable[int] | None = None,
 ) -> go.Figure:
     """Study A's circuit-evolution figure of a run (see the module docstring).
 
     Every panel shares one step axis (log by default; step 0 drawn as "0"); phase 2 (`phase2`),
     if the run has one, is a dotted line through every panel at its onset and another at its
-    end, labelled in the accuracy panel.
+    end, labelled in the accuracy panel. The head and gradient panels use every checkpoint, or
+    those `checkpoints` names (as in `evolve`); the accuracy panel every evaluation.
     """
     run_dir = Path(run_dir)
-    fp, gr = evolutions(run_dir, progress=progress, cache=cache)
+    fp, gr = evolutions(run_dir, progress=progress, cache=cache, checkpoints=checkpoints)
     n_classes = read_config(run_dir)["model"]["d_vocab_out"]
     axis = StepAxis([r["step"] for r in fp.metrics] + fp.steps + gr.steps, log=log_x)
     titles = (
@@ -255,13 +287,19 @@ def _place_legends(fig: go.Figure) -> None:
 
 @torch.no_grad()
 def attention_explorer(
-    run_dir: str | Path, split: str = "adv", max_examples: int = 1024, *, cache: str | Path | None = None
+    run_dir: str | Path,
+    split: str = "adv",
+    max_examples: int = 1024,
+    *,
+    cache: str | Path | None = None,
+    checkpoints: str | Iterable[int] | None = None,
 ) -> go.Figure:
-    """A slider over checkpoints: mean readout attention per head and key position on `split`,
-    beside each head's fingerprints at that checkpoint.
+    """A slider over checkpoints (every one, or those `checkpoints` names as in `evolve`): mean
+    readout attention per head and key position on `split`, beside each head's fingerprints at
+    that checkpoint.
     """
     run_dir = Path(run_dir)
-    fp = _fingerprints(run_dir, False, cache)
+    fp = _fingerprints(run_dir, False, cache, checkpoints)
     means = []
     for step in fp.steps:
         subject = load_subject(checkpoint_dir(run_dir, step))

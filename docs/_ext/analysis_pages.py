@@ -67,7 +67,9 @@ result.figure()     # a plotly figure
 result.save("out/{name}")
 ```
 
-Over every checkpoint of a run: `interp evolve --run runs/x --analysis {name}`.
+Over every checkpoint of a run: `interp evolve --run runs/x --analysis {name}`; over some of
+them, `--checkpoints 100-300` (a range, steps, or both: `0,100-300`), from Python
+`analyses.evolve("runs/x", "{name}", checkpoints="100-300")`.
 
 ## Result
 

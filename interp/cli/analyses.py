@@ -88,6 +88,11 @@ def analysis_command(name: str) -> click.Command:
     help="An analysis parameter, NAME=VALUE (repeatable), e.g. split=train or frequencies=14,35.",
 )
 @click.option(
+    "--checkpoints",
+    default=None,
+    help="Only these checkpoints: a step range and/or steps, e.g. 100-300 or 0,100-300,1500 [default: all].",
+)
+@click.option(
     "--out",
     type=click.Path(file_okay=False),
     default=None,
@@ -100,6 +105,7 @@ def evolve(
     run_dir: str,
     analysis: str | None,
     params: tuple[str, ...],
+    checkpoints: str | None,
     out: str | None,
     no_progress: bool,
 ) -> None:
@@ -110,12 +116,12 @@ def evolve(
     Examples:
       interp evolve --run runs/x --analysis grads --param split=train
       interp evolve --run runs/b --analysis progress --param frequencies=14,35,41
+      interp evolve --run runs/a --analysis circuit --checkpoints 100-300
     """
     if analysis is None:
-        if params:
-            raise ConfigError(
-                "--param sets a parameter of --analysis, and none was given", "give --analysis NAME"
-            )
+        if params or checkpoints:
+            option = "--param sets a parameter of" if params else "--checkpoints chooses the checkpoints of"
+            raise ConfigError(f"{option} --analysis, and none was given", "give --analysis NAME")
         from interp.cli.group import moved_note
         from interp.cli.studies import study_a_evolution
 
@@ -128,6 +134,7 @@ def evolve(
         name.strip().replace("-", "_"): text.strip() for name, _, text in (p.partition("=") for p in params)
     }
     run = check_evolve_args(run_dir, given)  # opened once: the analysis reads its config from it
+    steps = run.select_steps(checkpoints)  # a step without a checkpoint is refused before torch loads
     from analyses import get_analysis
     from analyses.evolution import evolve as evolve_run
 
@@ -138,7 +145,12 @@ def evolve(
     folder.mkdir(parents=True, exist_ok=True)
     entry = get_analysis(analysis)
     evolution = evolve_run(
-        run, entry, params_from_strings(entry, params), progress=not no_progress, cache=cache
+        run,
+        entry,
+        params_from_strings(entry, params),
+        checkpoints=steps,
+        progress=not no_progress,
+        cache=cache,
     )
     frame = evolution.to_frame()
     frame.to_csv(folder / f"{analysis}.csv", index=False)

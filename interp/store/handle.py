@@ -7,6 +7,7 @@ run folder or checkpoint folder it is given once, as a `RunHandle`, and asks it 
     run = RunHandle.open("runs/mpsp")          # or runs/mpsp/checkpoints/step_000100
     run.config                                 # config.json, read on first use, then kept
     run.steps                                  # [0, 1, 2, 5, ..., 15000]
+    run.select_steps("100-300")                # the checkpoints from step 100 to 300
     run.checkpoint_path(100)                   # runs/mpsp/checkpoints/step_000100
     run.checkpoint_path()                      # the opened checkpoint, or the run's LATEST
     run.load_checkpoint(100)                   # a verified `Checkpoint` (imports torch)
@@ -25,11 +26,11 @@ rebuilt now by one function, `check_digests`, which both resuming a run
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from interp.errors import CheckpointError, note
+from interp.errors import CheckpointError, ConfigError, note
 from interp.store.layout import (
     is_checkpoint_folder,
     list_checkpoints,
@@ -106,6 +107,49 @@ class RunHandle:
         """The steps of the run's complete checkpoints, ascending."""
         return list_checkpoints(self.run_dir)
 
+    def select_steps(self, which: str | Iterable[int] | None = None) -> list[int]:
+        """The checkpoint steps `which` names, ascending; None: every checkpoint.
+
+        Args:
+            which: Steps, each of which must have a checkpoint; or text as ``interp evolve
+                --checkpoints`` takes it: ``"100-300"`` (every checkpoint in that range,
+                ends included), ``"100,250,300"`` (those exact steps) or both, e.g.
+                ``"0,100-300,1500"``.
+
+        Raises:
+            CheckpointError: If an exact step has no checkpoint (naming the run's steps), or a
+                range holds none.
+            ConfigError: If the text is not a list of steps and ranges.
+        """
+        steps = self.steps
+        if which is None:
+            return steps
+        parts = which.split(",") if isinstance(which, str) else [int(step) for step in which]
+        chosen: set[int] = set()
+        for part in parts:
+            lo, _, hi = str(part).strip().partition("-")
+            try:
+                lo_step, hi_step = int(lo), int(hi) if hi else None
+            except ValueError:
+                raise ConfigError(
+                    f"checkpoints {which!r} is not a list of steps and ranges",
+                    "use e.g. 100-300 or 0,100,1500",
+                ) from None
+            if hi_step is None:
+                self.checkpoint_path(lo_step)  # refuses a step without a checkpoint, naming the run's
+                chosen.add(lo_step)
+                continue
+            inside = [step for step in steps if lo_step <= step <= hi_step]
+            if not inside:
+                raise CheckpointError(
+                    f"{self.run_dir} has no checkpoint in steps {lo_step}-{hi_step}",
+                    f"its checkpoints run from step {steps[0]} to {steps[-1]}"
+                    if steps
+                    else "it has none yet",
+                )
+            chosen.update(inside)
+        return sorted(chosen)
+
     @property
     def writable(self) -> bool:
         """Whether this process can write into the run folder (a read-only run is only read)."""
@@ -122,11 +166,9 @@ class RunHandle:
             return self.opened if self.opened is not None else resolve_checkpoint(self.run_dir)
         path = checkpoint_dir(self.run_dir, step)
         if not path.is_dir():  # an incomplete one is refused by its manifest's check, with a hint
-            steps = self.steps
-            shown = ", ".join(map(str, steps[:8])) + (", ..." if len(steps) > 8 else "")
             raise CheckpointError(
                 f"{self.run_dir} has no checkpoint of step {step} ({path} does not exist)",
-                f"its checkpoints are at steps {shown}" if steps else "the run has no checkpoint yet",
+                _nearest(step, self.steps),
             )
         return path
 
@@ -170,6 +212,16 @@ class RunHandle:
     def metrics(self) -> list[dict[str, Any]]:
         """Every complete record of the run's metrics.jsonl, in order."""
         return read_metrics(self.run_dir)
+
+
+def _nearest(step: int, steps: list[int]) -> str:
+    """Which checkpoints a missing `step` lies between (the hint of a refused step)."""
+    if not steps:
+        return "the run has no checkpoint yet"
+    below = [s for s in steps if s < step]
+    above = [s for s in steps if s > step]
+    near = " and ".join(str(s) for s in (below[-1:] + above[:1]))
+    return f"the nearest checkpoints are at steps {near}, of {len(steps)} from step {steps[0]} to {steps[-1]}"
 
 
 def read_run(path: str | os.PathLike[str] | RunHandle) -> RunHandle:

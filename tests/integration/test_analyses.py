@@ -211,6 +211,30 @@ def test_evolve_runs_an_analysis_over_every_checkpoint_with_its_params(
         assert {"W_E", "W_E shuffled", "W_E initial"} <= set(frame["probe"])
 
 
+def test_evolve_over_chosen_checkpoints_computes_only_those(runs, tmp_path, capsys):
+    import pandas as pd
+
+    from interp.store import list_checkpoints
+
+    run = runs["transformer"]
+    steps = list_checkpoints(run)
+    chosen = f"{steps[0]},{steps[-2]}-{steps[-1]}"
+    code, _, err = _cli(
+        capsys, "evolve", "--run", str(run), "--analysis", "drift", "--checkpoints", chosen,
+        "--out", str(tmp_path), "--no-progress",
+    )  # fmt: skip
+    assert code == 0, err
+    assert sorted(pd.read_csv(tmp_path / "drift.csv")["step"].unique()) == [steps[0], *steps[-2:]]
+    assert sorted(p.name for p in (tmp_path / "cache" / "drift").iterdir()) == [
+        f"step_{s:06d}" for s in (steps[0], *steps[-2:])
+    ]  # nothing computed at the other checkpoints
+    missing = steps[-1] + 1
+    code, _, err = _cli(
+        capsys, "evolve", "--run", str(run), "--analysis", "drift", "--checkpoints", str(missing)
+    )
+    assert code == 2 and f"no checkpoint of step {missing}" in err and "nearest checkpoints" in err
+
+
 def test_evolve_rejects_unknown_params_with_exit_2(runs, capsys):
     code, _, err = _cli(
         capsys, "evolve", "--run", str(runs["transformer"]), "--analysis", "dla", "--param", "neuron=1"

@@ -136,6 +136,13 @@ def test_circuit_evolution_figure_and_explorer(sweep_dir):
     explorer = circuit_evolution.attention_explorer(run)
     assert len(explorer.frames) == len(list_checkpoints(run))
     assert explorer.layout.sliders[0].steps[0].label == "0"
+    # Only some checkpoints: the head panels and the slider have those, the accuracy panel every evaluation.
+    chosen = list_checkpoints(run)[1::2]
+    thin = circuit_evolution.circuit_evolution_figure(run, checkpoints=chosen)
+    assert sorted({x for t in thin.data if t.name == "L0H0" for x in t.customdata}) == chosen
+    assert list(thin.data[0].customdata) == list(fig.data[0].customdata)
+    explorer = circuit_evolution.attention_explorer(run, checkpoints=chosen)
+    assert [int(f.name) for f in explorer.frames] == chosen
 
 
 def test_study_a_evolution_writes_the_figure_and_explorer_and_the_old_spelling_still_does(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from interp.errors import CheckpointError, Note
+from interp.errors import CheckpointError, ConfigError, Note
 from interp.store.checkpoint import save_checkpoint
 from interp.store.handle import DIGESTS_KEY, RunHandle, check_digests, read_run, writable
 from interp.store.run_folder import create_run
@@ -38,7 +38,36 @@ def test_steps_and_checkpoints_by_step_and_latest(tmp_path):
     assert run.load_checkpoint().step == 100
     assert ckpt.config is run.config  # one read for every checkpoint
     message = str(pytest.raises(CheckpointError, run.checkpoint_path, 5).value)
-    assert "step 5" in message and "0, 10, 100" in message
+    assert "step 5" in message and "nearest checkpoints are at steps 0 and 10, of 3" in message
+
+
+@pytest.mark.parametrize(
+    "which, steps",
+    [
+        (None, [0, 10, 100, 300]),
+        ("10-100", [10, 100]),
+        ("0,50-400", [0, 100, 300]),
+        (" 300 , 0 ", [0, 300]),
+        ([100, 0, 100], [0, 100]),
+    ],
+)
+def test_select_steps_takes_steps_and_ranges(tmp_path, which, steps):
+    assert read_run(make_run(tmp_path / "run", (0, 10, 100, 300))).select_steps(which) == steps
+
+
+@pytest.mark.parametrize(
+    "which, error, message",
+    [
+        ("5", CheckpointError, "nearest checkpoints are at steps 0 and 10"),
+        ([101], CheckpointError, "nearest checkpoints are at steps 100 and 300"),
+        ("400-500", CheckpointError, "no checkpoint in steps 400-500"),
+        ("10-x", ConfigError, "'10-x' is not a list of steps and ranges"),
+        ("", ConfigError, "is not a list of steps"),
+    ],
+)
+def test_select_steps_refuses_steps_without_a_checkpoint(tmp_path, which, error, message):
+    run = read_run(make_run(tmp_path / "run", (0, 10, 100, 300)))
+    assert message in str(pytest.raises(error, run.select_steps, which).value)
 
 
 def test_a_checkpoint_folder_opens_its_run_and_means_itself(tmp_path):
