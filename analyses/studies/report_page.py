@@ -12,6 +12,7 @@ plotly.js sits in a file beside the page, so it opens without a network. `rates.
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -368,9 +369,9 @@ def run_line(run: RunState) -> str:
     parts = [head, *reached] + ([f"never {', '.join(never)}"] if never else [])
     accs = {k[:-4]: v for k, v in run.final.items() if k.endswith("/acc") and k.count("/") == 1}
     if accs:
-        parts.append("final " + ", ".join(f"{k} {percent(v)}" for k, v in accs.items()))
+        parts.append("final " + ", ".join(f"{k} {accuracy_percent(v)}" for k, v in accs.items()))
     if run.status != FINISHED and "adv/acc" in run.best:
-        parts.append(f"best adv {percent(run.best['adv/acc'])}")
+        parts.append(f"best adv {accuracy_percent(run.best['adv/acc'])}")
     return "; ".join(parts)
 
 
@@ -419,3 +420,16 @@ def _page(title: str, body: str) -> str:
         f"<style>{_STYLE}</style><script src='{PLOTLY_JS}'></script></head>"
         f"<body>{body}<script>{_SCRIPT}</script></body></html>"
     )
+
+
+def accuracy_percent(value: float) -> str:
+    """An accuracy as a percentage that never rounds onto 100% or 0%: ``0.997`` -> ``"99.7%"``.
+
+    A run at adv 0.997 has not reached the rule (100%); "100%" beside "never rule" would read
+    as a contradiction.
+    """
+    if 0.995 <= value < 1:
+        return f"{math.floor(1000 * value) / 10:.1f}%"
+    if 0 < value < 0.005:
+        return f"{math.ceil(1000 * value) / 10:.1f}%"
+    return percent(value)

@@ -336,3 +336,21 @@ def test_the_demo_shows_committed_rates_and_its_own_phase2_run_or_the_committed_
     (own.out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     run, text = phase2_run(tmp_path / "demo", results)
     assert run == own.out and "reached the rule at epoch 400" in text
+
+
+@pytest.mark.parametrize(
+    "value, text",
+    [
+        (1.0, "100%"),
+        (0.9996, "99.9%"),
+        (0.997, "99.7%"),
+        (0.658, "66%"),
+        (0.004, "0.4%"),
+        (0.0001, "0.1%"),
+        (0.0, "0%"),
+    ],
+)
+def test_run_accuracies_never_round_onto_100_or_0_percent(value, text):
+    from analyses.studies.report_page import accuracy_percent
+
+    assert accuracy_percent(value) == text
