@@ -48,11 +48,13 @@ def mechanism_figure(frame: pd.DataFrame, threshold: float) -> go.Figure:
     fig.update_xaxes(title_text=axis.layout()["title_text"], row=3)
     fig.update_layout(
         height=1000,
-        title="Mechanism test: token parity in the embedding W_E, per run<br><sup>dashed: threshold "
-        f"{threshold:g}; grey: permuted-label baseline (95th percentile); diamond: phase-2 onset; "
-        "blue: positional shortcut (first), red: max shortcut</sup>",
+        # The key in two short lines: one line is cut off at the width of a docs page.
+        title="Mechanism test: token parity in the embedding W_E, per run<br><sup>blue: positional "
+        "shortcut (first), red: max shortcut; diamond: phase-2 onset<br>dashed: threshold "
+        f"{threshold:g}; grey: permuted-label baseline (95th percentile)</sup>",
+        margin={"t": 120},
         hovermode="closest",
-        legend={"title": {"text": "run"}},
+        legend={"title": {"text": "run"}, "y": 0.9, "yanchor": "top"},
     )
     return fig
 

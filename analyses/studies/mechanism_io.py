@@ -102,7 +102,12 @@ def docs_section(folder: str | Path) -> list[Any]:
     shortcuts = summarise_shortcuts(runs)
     return [
         Markdown(f"**Verdict under the preregistered rule: {verdict(shortcuts)}.**"),
-        HTML(shortcuts.to_html(index=False, float_format=lambda v: f"{v:.3g}", na_rep="-")),
-        HTML(runs.to_html(index=False, float_format=lambda v: f"{v:.3g}", na_rep="-")),
+        HTML(_scrolling(shortcuts.to_html(index=False, float_format=lambda v: f"{v:.3g}", na_rep="-"))),
+        HTML(_scrolling(runs.to_html(index=False, float_format=lambda v: f"{v:.3g}", na_rep="-"))),
         mechanism_figure(frame, threshold),
     ]
+
+
+def _scrolling(table: str) -> str:
+    """A wide table in a box that scrolls sideways (the per-run table is wider than a docs page)."""
+    return f'<div style="overflow-x: auto; max-width: 100%">{table}</div>'
