@@ -28,7 +28,7 @@ def mechanism_figure(frame: pd.DataFrame, threshold: float) -> go.Figure:
         cols=1,
         shared_xaxes=True,
         vertical_spacing=0.07,
-        subplot_titles=[f"token parity from W_E, held-out accuracy on {VALUE_SETS[k]}" for k in VALUE_SETS],
+        subplot_titles=[f"held-out accuracy on {VALUE_SETS[k]}" for k in VALUE_SETS],
     )
     shown: set[str] = set()
     runs = frame.drop_duplicates("run")
