@@ -136,7 +136,7 @@ def graph_figure(result: CircuitResult) -> go.Figure:
     """One graph per pairing above the faithfulness curves (see the module docstring)."""
     n = len(result.flips)
     titles = [
-        f"{flip}-flip pairs ({result.n_pairs[flip]}): circuit of {int(result.kept[i].sum())} edges"
+        f"{flip}-flip pairs ({result.n_pairs[flip]})<br>circuit of {int(result.kept[i].sum())} edges"
         for i, flip in enumerate(result.flips)
     ]
     fig = make_subplots(
@@ -161,22 +161,28 @@ def graph_figure(result: CircuitResult) -> go.Figure:
             row=2,
             col=i + 1,
         )
-        fig.update_xaxes(title_text="circuit size (edges)", type="log", row=2, col=i + 1)
+        # Ticks at 1-2-5 steps: plotly labels every minor tick of a short log axis (8 9 1 2 3 ...).
+        sizes = [
+            v * 10**e for e in range(4) for v in (1, 2, 5) if v * 10**e <= max(result.curve_sizes, default=1)
+        ]
+        fig.update_xaxes(title_text="circuit size (edges)", type="log", tickvals=sizes, row=2, col=i + 1)
         fig.update_yaxes(title_text="faithfulness", row=2, col=i + 1)
     step = f", step {result.step}" if result.step is not None else ""
     method = result.params.get("method", "exact")
     fig.update_layout(
         title=f"Edge circuit on {result.split}{step}: width = |{method} score|, kept edges in red",
         height=420 + 60 * result.n_pos,
+        margin={"t": 140},
     )
     note = result.undefined_note()
-    if note:
+    if note:  # under the title, above the panels' own titles (it overlapped them at y = 1)
         fig.add_annotation(
             text=note,
             xref="paper",
             yref="paper",
             x=0.5,
             y=1.0,
+            yshift=50,
             yanchor="bottom",
             showarrow=False,
             font={"color": "firebrick"},
