@@ -143,6 +143,9 @@ def graph_figure(result: CircuitResult) -> go.Figure:
         rows=2, cols=n, row_heights=[0.72, 0.28], subplot_titles=[*titles, *["faithfulness"] * n]
     )
     ticks, labels = _stage_ticks(result.n_layers)
+    # Faithfulness ticks at 1-2-5 steps: plotly labels every minor tick of a short log axis (8 9 1 2 3 ...).
+    largest = max(result.curve_sizes, default=1)
+    sizes = [v * 10**e for e in range(4) for v in (1, 2, 5) if v * 10**e <= largest]
     for i, flip in enumerate(result.flips):
         for trace in _edge_traces(result, i, show_legend=i == 0):
             fig.add_trace(trace, row=1, col=i + 1)
@@ -161,10 +164,6 @@ def graph_figure(result: CircuitResult) -> go.Figure:
             row=2,
             col=i + 1,
         )
-        # Ticks at 1-2-5 steps: plotly labels every minor tick of a short log axis (8 9 1 2 3 ...).
-        sizes = [
-            v * 10**e for e in range(4) for v in (1, 2, 5) if v * 10**e <= max(result.curve_sizes, default=1)
-        ]
         fig.update_xaxes(title_text="circuit size (edges)", type="log", tickvals=sizes, row=2, col=i + 1)
         fig.update_yaxes(title_text="faithfulness", row=2, col=i + 1)
     step = f", step {result.step}" if result.step is not None else ""

@@ -91,11 +91,11 @@ def evolve(
     analysis = get_analysis(analysis) if isinstance(analysis, str) else analysis
     params = _params(analysis, params, values)
     run = RunHandle.open(run_dir)
-    if not run.steps:
+    steps = run.select_steps(checkpoints)  # one listing of the checkpoint folder
+    if not steps:
         raise CheckpointError(
             f"{run.run_dir} has no checkpoints to evolve over", "train it first (interp train)"
         )
-    steps = run.select_steps(checkpoints)
     wanted = json.loads(json.dumps(to_dict(params)))
     folders = {step: run.result_folder(analysis.name, step, cache) for step in steps}
     save = writable(folders[steps[0]])

@@ -19,6 +19,7 @@ here writes into the results folder (`report_page.write_report` writes where it 
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass
@@ -227,6 +228,19 @@ def runs_frame(runs: list[RunState]) -> pd.DataFrame:
 def percent(value: float) -> str:
     """``0.658`` -> ``"66%"``."""
     return f"{100 * value:.0f}%"
+
+
+def accuracy_percent(value: float) -> str:
+    """An accuracy as a percentage that never rounds onto 100% or 0%: ``0.997`` -> ``"99.7%"``.
+
+    A run at adv 0.997 has not reached the rule (100%); "100%" beside "never rule" would read
+    as a contradiction.
+    """
+    if 0.995 <= value < 1:
+        return f"{math.floor(1000 * value) / 10:.1f}%"
+    if 0 < value < 0.005:
+        return f"{math.ceil(1000 * value) / 10:.1f}%"
+    return percent(value)
 
 
 def format_rate(reached: int, n: int) -> str:

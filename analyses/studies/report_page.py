@@ -12,7 +12,6 @@ plotly.js sits in a file beside the page, so it opens without a network. `rates.
 from __future__ import annotations
 
 import html
-import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from analyses.studies.report import (
     FINISHED,
     NOT_STARTED,
     RunState,
+    accuracy_percent,
     config_label,
     configurations,
     format_epoch,
@@ -420,16 +420,3 @@ def _page(title: str, body: str) -> str:
         f"<style>{_STYLE}</style><script src='{PLOTLY_JS}'></script></head>"
         f"<body>{body}<script>{_SCRIPT}</script></body></html>"
     )
-
-
-def accuracy_percent(value: float) -> str:
-    """An accuracy as a percentage that never rounds onto 100% or 0%: ``0.997`` -> ``"99.7%"``.
-
-    A run at adv 0.997 has not reached the rule (100%); "100%" beside "never rule" would read
-    as a contradiction.
-    """
-    if 0.995 <= value < 1:
-        return f"{math.floor(1000 * value) / 10:.1f}%"
-    if 0 < value < 0.005:
-        return f"{math.ceil(1000 * value) / 10:.1f}%"
-    return percent(value)

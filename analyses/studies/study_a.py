@@ -95,37 +95,31 @@ def evolutions(
     `checkpoints` as in `evolve`: a cache elsewhere than the run folder, e.g. for a read-only
     run, and only some of its checkpoints).
     """
-    return _fingerprints(run_dir, progress, cache, checkpoints), _gradients(
-        run_dir, progress, cache, checkpoints
+    return (
+        _evolve(run_dir, "fingerprint", "adv", progress, cache, checkpoints),
+        _evolve(run_dir, "grads", "train", progress, cache, checkpoints),
     )
 
 
-def _fingerprints(
+def _evolve(
     run_dir: str | Path,
+    name: str,
+    split: str,
     progress: bool,
     cache: str | Path | None = None,
     checkpoints: str | Iterable[int] | None = None,
 ) -> Evolution:
-    fingerprint = get_analysis("fingerprint")
+    """The registered analysis `name` on `split` over the run's checkpoints (fingerprints on adv,
+    gradient groups on train).
+    """
+    analysis = get_analysis(name)
     return evolve(
         run_dir,
-        fingerprint,
-        fingerprint.params(split="adv"),
+        analysis,
+        analysis.params(split=split),
         checkpoints=checkpoints,
         progress=progress,
         cache=cache,
-    )
-
-
-def _gradients(
-    run_dir: str | Path,
-    progress: bool,
-    cache: str | Path | None = None,
-    checkpoints: str | Iterable[int] | None = None,
-) -> Evolution:
-    grads = get_analysis("grads")
-    return evolve(
-        run_dir, grads, grads.params(split="train"), checkpoints=checkpoints, progress=progress, cache=cache
     )
 
 
@@ -299,7 +293,7 @@ def attention_explorer(
     that checkpoint.
     """
     run_dir = Path(run_dir)
-    fp = _fingerprints(run_dir, False, cache, checkpoints)
+    fp = _evolve(run_dir, "fingerprint", "adv", False, cache, checkpoints)
     means = []
     for step in fp.steps:
         subject = load_subject(checkpoint_dir(run_dir, step))

@@ -124,25 +124,16 @@ class RunHandle:
         steps = self.steps
         if which is None:
             return steps
-        parts = which.split(",") if isinstance(which, str) else [int(step) for step in which]
-        chosen: set[int] = set()
-        for part in parts:
-            lo, _, hi = str(part).strip().partition("-")
-            try:
-                lo_step, hi_step = int(lo), int(hi) if hi else None
-            except ValueError:
-                raise ConfigError(
-                    f"checkpoints {which!r} is not a list of steps and ranges",
-                    "use e.g. 100-300 or 0,100,1500",
-                ) from None
-            if hi_step is None:
-                self.checkpoint_path(lo_step)  # refuses a step without a checkpoint, naming the run's
-                chosen.add(lo_step)
-                continue
-            inside = [step for step in steps if lo_step <= step <= hi_step]
+        exact, ranges = _parse_steps(which) if isinstance(which, str) else ([int(s) for s in which], [])
+        missing = next((step for step in exact if step not in steps), None)
+        if missing is not None:
+            raise _no_checkpoint(self.run_dir, missing, steps)
+        chosen = set(exact)
+        for lo, hi in ranges:
+            inside = [step for step in steps if lo <= step <= hi]
             if not inside:
                 raise CheckpointError(
-                    f"{self.run_dir} has no checkpoint in steps {lo_step}-{hi_step}",
+                    f"{self.run_dir} has no checkpoint in steps {lo}-{hi}",
                     f"its checkpoints run from step {steps[0]} to {steps[-1]}"
                     if steps
                     else "it has none yet",
@@ -166,10 +157,7 @@ class RunHandle:
             return self.opened if self.opened is not None else resolve_checkpoint(self.run_dir)
         path = checkpoint_dir(self.run_dir, step)
         if not path.is_dir():  # an incomplete one is refused by its manifest's check, with a hint
-            raise CheckpointError(
-                f"{self.run_dir} has no checkpoint of step {step} ({path} does not exist)",
-                _nearest(step, self.steps),
-            )
+            raise _no_checkpoint(self.run_dir, step, self.steps)
         return path
 
     @property
@@ -214,14 +202,38 @@ class RunHandle:
         return read_metrics(self.run_dir)
 
 
-def _nearest(step: int, steps: list[int]) -> str:
-    """Which checkpoints a missing `step` lies between (the hint of a refused step)."""
+def _parse_steps(text: str) -> tuple[list[int], list[tuple[int, int]]]:
+    """``"0,100-300"`` -> exact steps ``[0]`` and ranges ``[(100, 300)]``.
+
+    Raises:
+        ConfigError: If a part is neither a step nor a range of steps.
+    """
+    exact: list[int] = []
+    ranges: list[tuple[int, int]] = []
+    for part in text.split(","):
+        lo, dash, hi = part.strip().partition("-")
+        try:
+            if dash:
+                ranges.append((int(lo), int(hi)))
+            else:
+                exact.append(int(lo))
+        except ValueError:
+            raise ConfigError(
+                f"checkpoints {text!r} is not a list of steps and ranges", "use e.g. 100-300 or 0,100,1500"
+            ) from None
+    return exact, ranges
+
+
+def _no_checkpoint(run_dir: Path, step: int, steps: list[int]) -> CheckpointError:
+    """The error for a step without a checkpoint, naming the checkpoints around it."""
     if not steps:
-        return "the run has no checkpoint yet"
-    below = [s for s in steps if s < step]
-    above = [s for s in steps if s > step]
-    near = " and ".join(str(s) for s in (below[-1:] + above[:1]))
-    return f"the nearest checkpoints are at steps {near}, of {len(steps)} from step {steps[0]} to {steps[-1]}"
+        hint = "the run has no checkpoint yet"
+    else:
+        below = [s for s in steps if s < step][-1:]
+        above = [s for s in steps if s > step][:1]
+        near = " and ".join(str(s) for s in below + above)
+        hint = f"the nearest checkpoints are at steps {near}, of {len(steps)} from step {steps[0]} to {steps[-1]}"
+    return CheckpointError(f"{run_dir} has no checkpoint of step {step}", hint)
 
 
 def read_run(path: str | os.PathLike[str] | RunHandle) -> RunHandle:

@@ -351,6 +351,6 @@ def test_the_demo_shows_committed_rates_and_its_own_phase2_run_or_the_committed_
     ],
 )
 def test_run_accuracies_never_round_onto_100_or_0_percent(value, text):
-    from analyses.studies.report_page import accuracy_percent
+    from analyses.studies.report import accuracy_percent
 
     assert accuracy_percent(value) == text
