@@ -356,6 +356,7 @@ def test_a_run_folder_the_user_cannot_write_to_is_analysed_and_reported_from_out
     import tempfile
 
     base = Path(tempfile.mkdtemp(prefix="interp-ro-"))  # /tmp: readable by another user, unlike tmp_path
+    opened: list[tuple[Path, int]] = []
     try:
         os.chmod(base, 0o755)
         sweep = base / "sweep"
@@ -372,6 +373,15 @@ def test_a_run_folder_the_user_cannot_write_to_is_analysed_and_reported_from_out
         if os.geteuid() == 0:
             os.chown(out, 65534, 65534)
             prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+            # nobody must reach the checkout and its .venv: a clone in `mktemp -d` (mode 0700,
+            # as CI makes it) is closed to other users. Let them pass through (o+x, no listing)
+            # for this test; the modes are put back in `finally`.
+            code = Path(__file__).resolve().parents[2]  # the checkout, and the environment it runs in
+            for folder in {p for top in (code, Path(sys.prefix)) for p in (top, *top.parents)}:
+                mode = folder.stat().st_mode
+                if not mode & 0o001:
+                    opened.append((folder, mode))
+                    folder.chmod(mode | 0o001)
         env = {
             **os.environ,
             "HOME": str(out),
@@ -396,6 +406,8 @@ def test_a_run_folder_the_user_cannot_write_to_is_analysed_and_reported_from_out
         assert refused.returncode == 2 and "read-only" in refused.stderr
         assert _tree(sweep) == before
     finally:
+        for folder, mode in opened:
+            folder.chmod(mode)
         for path in [base, *base.rglob("*")]:
             if path.is_dir():
                 path.chmod(0o755)
