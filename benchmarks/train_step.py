@@ -99,7 +99,7 @@ def minimal_flops(cfg: TransformerConfig, batch: int) -> float:
     """
     if cfg.n_layers > 2:
         raise ValueError(f"minimal_flops counts 1- and 2-layer models, got n_layers={cfg.n_layers}")
-    from models.fast_forward import _prefix_len
+    from models.fast_forward import prefix_len
 
     P, D, H, dh, M, V = cfg.n_ctx, cfg.d_model, cfg.n_heads, cfg.d_head, cfg.d_mlp, cfg.d_vocab
 
@@ -110,7 +110,7 @@ def minimal_flops(cfg: TransformerConfig, batch: int) -> float:
     head = 2 * D * M + D * cfg.d_vocab_out  # the last MLP and the unembedding, at the readout
     if cfg.n_layers == 1:  # layer 0 at the last position: the mix, then the head
         return 6.0 * (batch * (P * H * D + head) + tables(P, P - 1))
-    n = _prefix_len(cfg, batch, P)
+    n = prefix_len(cfg, batch, P)
     S = P - n
     last = D * H * dh + H * dh * D + 2 * P * D * H + H * D * D  # query, W_K q, scores, mix, W_V W_O
     per_example = S * P * H * D + S * 2 * D * M + last + head

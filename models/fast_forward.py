@@ -60,8 +60,9 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 
 from models import csr
+from models.config import TransformerConfig
 
-__all__ = ["compiled_fast_readout", "fast_readout"]
+__all__ = ["compiled_fast_readout", "fast_readout", "prefix_len"]
 
 
 class _Gather(torch.autograd.Function):
@@ -299,8 +300,11 @@ def _indices(tokens: Tensor, first: int, V: int, H: int) -> tuple[Tensor, Tensor
     return csr.cached_plan(tokens, f"layer0 {first} {V} {H}", build)
 
 
-def _prefix_len(cfg, batch: int, n_pos: int) -> int:
+def prefix_len(cfg: TransformerConfig, batch: int, n_pos: int) -> int:
     """How many leading positions a 2-layer causal model computes as tables over every token prefix.
+
+    Public because what the training step must compute depends on it (`benchmarks/train_step.py`
+    counts the step's minimal FLOPs with it).
 
     Under causal attention the residual stream at position p depends on tokens 0..p only, so
     for the `V**n` prefixes of length n it can be computed once per call instead of once per
@@ -318,7 +322,7 @@ def _prefix_len(cfg, batch: int, n_pos: int) -> int:
 
 def _prefix_keys(model: nn.Module, tokens: Tensor, cdt: torch.dtype, n: int) -> Tensor:
     """`ln1` of the last block on layer 0's output at positions `0..n-1`, `[batch, n, d_model]`,
-    computed on the table of all `V**n` prefixes and gathered (see `_prefix_len`).
+    computed on the table of all `V**n` prefixes and gathered (see `prefix_len`).
     """
     V, D = model.cfg.d_vocab, model.cfg.d_model
     prefixes, row = _prefixes(tokens, V, n)
@@ -434,7 +438,7 @@ def _fast_readout(model: nn.Module, tokens: Tensor, cdt: torch.dtype) -> Tensor:
     if cfg.n_layers == 1:
         resid = _layer0(model, tokens, cdt, n_pos - 1).view(batch, cfg.d_model)
     else:
-        n_pre = _prefix_len(cfg, batch, n_pos)
+        n_pre = prefix_len(cfg, batch, n_pos)
         resid = _layer0(model, tokens, cdt, n_pre)
         resid = _mlp(model.blocks[0], resid.reshape(-1, cfg.d_model), cdt)
         resid = resid.view(batch, n_pos - n_pre, cfg.d_model)
