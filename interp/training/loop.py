@@ -257,23 +257,43 @@ class TrainLoop:
 
     def epoch(self) -> bool:
         """One pass over the train split (one step if full batch). False: the target is reached."""
+        return all(self.train_step(index) for index in self.batches())  # stops at the target
+
+    def batches(self) -> list[Tensor | slice]:
+        """The train rows of each optimizer step of one epoch, in order.
+
+        Full batch: ``[slice(None)]``. Minibatches: consecutive pieces (``[batch_size]`` row
+        indices, the last one possibly shorter) of a fresh random order drawn from `generator`,
+        which this advances exactly as the epoch it plans does.
+        """
+        n = len(self.splits["train"])
+        size = self.config.batch_size or n
+        if size >= n:
+            return [slice(None)]
+        order = torch.randperm(n, generator=self.generator).to(self.device)
+        return [order[start : start + size] for start in range(0, n, size)]
+
+    def train_step(self, index: Tensor | slice) -> bool:
+        """One AdamW step on the train rows `index` (then the sphere projection, if configured).
+
+        Public so that a test can compare one step of two engines from one shared state.
+
+        Returns:
+            False, without stepping, if these rows' accuracy is above `target_acc`.
+        """
         train = self.splits["train"]
-        n, size = len(train), self.config.batch_size or len(train)
-        order = torch.randperm(n, generator=self.generator).to(self.device) if size < n else None
-        for start in range(0, n, size):
-            index = order[start : start + size] if order is not None else slice(None)
-            with torch.autocast(
-                device_type=torch.device(self.device).type, dtype=torch.bfloat16, enabled=self.config.bf16
-            ):
-                logits = self.forward(train.tokens[index])
-            if self.target_acc is not None and self._reached(logits, train.labels[index]):
-                return False
-            loss = mean_loss(logits.float(), train.labels[index], self.config.loss)
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            self.optimizer.step()
-            if self.config.weight_norm is not None:
-                project_to_sphere(trainable(self.model), self.config.weight_norm)
+        with torch.autocast(
+            device_type=torch.device(self.device).type, dtype=torch.bfloat16, enabled=self.config.bf16
+        ):
+            logits = self.forward(train.tokens[index])
+        if self.target_acc is not None and self._reached(logits, train.labels[index]):
+            return False
+        loss = mean_loss(logits.float(), train.labels[index], self.config.loss)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        if self.config.weight_norm is not None:
+            project_to_sphere(trainable(self.model), self.config.weight_norm)
         return True
 
     def _reached(self, logits: Tensor, labels: Tensor) -> bool:

@@ -246,27 +246,32 @@ class StackedSeeds:
 
     def epoch(self) -> None:
         """One epoch of every seed in one stacked step (or one per minibatch)."""
+        # Each seed draws its own order from its own generator, as a separate run does.
+        batches = [loop.batches() for loop in self.loops]
+        for k, first in enumerate(batches[0]):
+            self.train_step(None if isinstance(first, slice) else torch.stack([b[k] for b in batches]))
+
+    def train_step(self, index: Tensor | None) -> None:
+        """One AdamW step of every seed (then each seed's sphere projection, if configured).
+
+        Public so that a test can compare one step of this engine with the separate one
+        (`TrainLoop.train_step`) from one shared state: build the `StackedSeeds` from loops
+        holding that state, step, `sync`.
+
+        Args:
+            index: None for the full train split, or each seed's own train rows ``[seeds, batch]``.
+        """
         train = self.loops[0].splits["train"]
-        n, size = len(train), self.config.batch_size or len(train)
-        orders = None
-        if size < n:  # each seed draws its own order from its own generator, as a separate run does
-            orders = torch.stack([torch.randperm(n, generator=loop.generator) for loop in self.loops]).to(
-                self.device
-            )
-        for start in range(0, n, size):
-            if orders is None:
-                grads = self._grad(self.params, self.buffers, train.tokens, train.labels)
-            else:
-                index = orders[:, start : start + size]  # [seeds, batch]
-                grads = self._grad_batched(
-                    self.params, self.buffers, train.tokens[index], train.labels[index]
-                )
-            for name, stacked in self.params.items():
-                stacked.grad = grads[name]
-            self.optimizer.step()
-            if self.config.weight_norm is not None:
-                for seed in range(len(self.loops)):  # each seed's slices, as its own run projects them
-                    project_to_sphere([p[seed] for p in self.params.values()], self.config.weight_norm)
+        if index is None:
+            grads = self._grad(self.params, self.buffers, train.tokens, train.labels)
+        else:
+            grads = self._grad_batched(self.params, self.buffers, train.tokens[index], train.labels[index])
+        for name, stacked in self.params.items():
+            stacked.grad = grads[name]
+        self.optimizer.step()
+        if self.config.weight_norm is not None:
+            for seed in range(len(self.loops)):  # each seed's slices, as its own run projects them
+                project_to_sphere([p[seed] for p in self.params.values()], self.config.weight_norm)
 
     @torch.no_grad()
     def sync(self) -> None:
