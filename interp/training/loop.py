@@ -41,7 +41,7 @@ from tqdm import tqdm
 
 from interp.config import to_dict
 from interp.dissect.measures import check_measures, measure_record
-from interp.errors import TrainingInterrupted
+from interp.errors import ConfigError, TrainingInterrupted
 from interp.metrics import evaluate, mean_loss, milestones
 from interp.signals import StopFlag, stop_on_signals
 from interp.splits import Split, Task, split_digests
@@ -49,7 +49,7 @@ from interp.store.checkpoint import load_state_into
 from interp.store.formats import first_nonfinite
 from interp.store.run_folder import read_compute, write_compute
 from interp.store.session import RunSession, open_run
-from interp.training.config import TrainConfig
+from interp.training.config import TrainConfig, check_engine
 from interp.training.schedule import schedule
 
 
@@ -130,10 +130,17 @@ def train(
         The run summary also written to `DONE` (final metrics and milestones).
 
     Raises:
-        ConfigError: If `run_dir` holds a run with another config.
+        ConfigError: If `run_dir` holds a run with another config, or one the vectorised
+            engine trained (`check_engine`), or `config.engine` is not ``"separate"``.
         CheckpointError: If the run's checkpoints are damaged or its data changed.
         TrainingInterrupted: On SIGINT / SIGTERM / SIGHUP, after saving a checkpoint.
     """
+    if config.engine != "separate":
+        raise ConfigError(
+            f"TrainConfig.engine = {config.engine!r}, but train() is the separate engine",
+            "train stacked seeds with interp.training.train_vectorized",
+        )
+    check_engine(run_dir, "separate")
     splits = task.splits(config.data_seed)
     with open_run(run_dir, run_config(model, task, config), split_digests(splits)) as run:
         if (done := run.finished()) is not None:

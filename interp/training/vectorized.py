@@ -15,19 +15,23 @@ On a GPU this turns many small kernels into a few large ones, which is where it 
 separate processes (`interp train --seeds`) are usually faster (`benchmarks/multi_seed.py
 --seeds N` measures both).
 
-Numerics: the batched matmuls sum in another order than the per-seed ones, so a vectorised seed
-equals its separately trained run up to float rounding (tested), not bit for bit. Everything
-else of the engine holds: evaluation and checkpoints on the same schedule (the stacked state is
-copied into each seed's `TrainLoop` first: this module replaces only `TrainLoop.epoch`),
-SIGINT / SIGTERM save every seed, a seed that diverges stops logging and saving (its
-`DONE` says where it diverged) while the others train on, and a vectorised group resumed vectorised is bit-identical
-to an uninterrupted one (CPU). Each seed's folder is an ordinary run that `train` can also
-resume alone.
+Numerics: the batched matmuls sum in another order than the per-seed ones, so one vectorised
+step equals each seed's separate step from the same state up to float rounding (tested), not
+bit for bit; over many steps the two trajectories drift apart wherever rounding decides a kink
+(a ReLU gate within rounding of zero), as any two summation orders do. So each run records its
+engine (`TrainConfig.engine`: ``"vectorized"``) and resumes only with it (`check_engine`): a
+vectorised group resumed vectorised is bit-identical to an uninterrupted one (CPU), and
+`train` refuses its folders. Everything else of the engine holds: evaluation and checkpoints on
+the same schedule (the stacked state is copied into each seed's `TrainLoop` first: this module
+replaces only `TrainLoop.epoch`), SIGINT / SIGTERM save every seed, and a seed that diverges
+stops logging and saving (its `DONE` says where it diverged) while the others train on. Each
+seed's folder is otherwise an ordinary run folder that every reader opens.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,7 +47,7 @@ from interp.errors import ConfigError, TrainingInterrupted
 from interp.metrics import per_example_loss
 from interp.splits import Task, split_digests
 from interp.store.session import RunSession, open_run
-from interp.training.config import TrainConfig
+from interp.training.config import TrainConfig, check_engine
 from interp.training.loop import (
     StopFlag,
     TrainLoop,
@@ -71,7 +75,8 @@ def train_vectorized(
         models: One hooked model per seed, all with the same config, each built with its
             config's seed; trained in place.
         task: The task, shared by every seed.
-        configs: One `TrainConfig` per seed, equal in every field but `seed`.
+        configs: One `TrainConfig` per seed, equal in every field but `seed`. Each run records
+            ``engine: "vectorized"`` in its config (whatever `engine` the configs hold).
         device: Where to train; checkpoints are stored on the CPU.
         progress: Show one progress bar with the seeds' mean accuracies.
 
@@ -80,11 +85,15 @@ def train_vectorized(
         are not retrained.
 
     Raises:
-        ConfigError: If the seeds differ in anything but the seed, or a folder holds another run.
+        ConfigError: If the seeds differ in anything but the seed, or a folder holds another run
+            (or one the separate engine trained: `check_engine`).
         CheckpointError: If a run's checkpoints are damaged or its data changed.
         TrainingInterrupted: On SIGINT / SIGTERM, after saving every seed's checkpoint.
     """
+    configs = [dataclasses.replace(config, engine="vectorized") for config in configs]
     _check_group(models, configs, len(run_dirs))
+    for run_dir in run_dirs:  # before any folder is created
+        check_engine(run_dir, "vectorized")
     splits = task.splits(configs[0].data_seed)
     digests = split_digests(splits)
     with contextlib.ExitStack() as stack:
