@@ -140,8 +140,9 @@ def check_engine(run_dir: str | os.PathLike[str], engine: str) -> None:
 
     Stacked seeds equal separate runs only up to rounding (their sums run in another order),
     so a run that changed engine half-way would be neither. A folder without a config, or with
-    one written before runs recorded their engine (no ``engine``: separate), passes for the
-    separate engine.
+    one written before runs recorded their engine (no ``engine``: separate, as every sweep's
+    run was), passes for the separate engine; a vectorised group started before then records
+    nothing that tells it apart, so it too reads as separate.
 
     Args:
         run_dir: The run folder (it need not exist).
