@@ -42,7 +42,7 @@ from tqdm import tqdm
 from interp.config import to_dict
 from interp.dissect.measures import check_measures, measure_record
 from interp.errors import ConfigError, TrainingInterrupted
-from interp.metrics import evaluate, mean_loss, milestones
+from interp.metrics import evaluate, full_precision, mean_loss, milestones
 from interp.signals import StopFlag, stop_on_signals
 from interp.splits import Split, Task, split_digests
 from interp.store.checkpoint import load_state_into
@@ -295,7 +295,7 @@ class TrainLoop:
             logits = self.forward(train.tokens[index])
         if self.target_acc is not None and self._reached(logits, train.labels[index]):
             return False
-        loss = mean_loss(logits.float(), train.labels[index], self.config.loss)
+        loss = mean_loss(full_precision(logits), train.labels[index], self.config.loss)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
@@ -306,7 +306,7 @@ class TrainLoop:
     def _reached(self, logits: Tensor, labels: Tensor) -> bool:
         # The test uses the logits of the forward that computes the loss: free, and exact for
         # the parameters training stops at.
-        self.train_acc = (logits.float().argmax(-1) == labels).float().mean().item()
+        self.train_acc = (full_precision(logits).argmax(-1) == labels).float().mean().item()
         self.reached = self.train_acc > self.target_acc
         return self.reached
 

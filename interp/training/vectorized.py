@@ -44,7 +44,7 @@ from tqdm import tqdm
 
 from interp.config import to_dict
 from interp.errors import ConfigError, TrainingInterrupted
-from interp.metrics import per_example_loss
+from interp.metrics import full_precision, per_example_loss
 from interp.splits import Task, split_digests
 from interp.store.session import RunSession, open_run
 from interp.training.config import TrainConfig, check_engine
@@ -215,7 +215,7 @@ class StackedSeeds:
             logits = functional_call(
                 self.module, ({f"model.{n}": p for n, p in params.items()}, buffers), (tokens,)
             )
-        return per_example_loss(logits.float(), labels, self.config.loss).mean()
+        return per_example_loss(full_precision(logits), labels, self.config.loss).mean()
 
     def run(self, stop: StopFlag, progress: bool) -> None:
         """Train every seed to the last epoch; evaluate and save on the shared schedule."""
