@@ -84,6 +84,40 @@ def model_flops(cfg: TransformerConfig, batch: int) -> float:
     return 3.0 * forward
 
 
+def minimal_flops(cfg: TransformerConfig, batch: int) -> float:
+    """The step's minimal matmul FLOPs for a last-position loss (1 or 2 layers), from the shapes.
+
+    Written before the CSR work of issue 24, so the limit (this count / the measured peak) does
+    not move with the implementation. It counts what an exact step cannot skip, with the
+    algebra `fast_readout` documents: per example, layer 0's attention mix (`S` query positions
+    x `pos` keys x heads x d_model) and its MLP at the `S` positions that are not prefix
+    tables, then the last layer at the readout (query, `W_K q`, scores, mix, `W_V W_O`, MLP) and
+    the unembedding; per step, layer 0's (position, token) tables (Q, K, V, scores, `V W_O`)
+    and the prefix tables. 2 FLOPs a multiply-add, 3x the forward (the two backward products
+    of every matmul). Layer 0 at every position of every example (~18 GFLOP at vocab 64, the
+    issue's estimate) is not minimal: the prefix tables already avoid it.
+    """
+    if cfg.n_layers > 2:
+        raise ValueError(f"minimal_flops counts 1- and 2-layer models, got n_layers={cfg.n_layers}")
+    from models.fast_forward import prefix_len
+
+    P, D, H, dh, M, V = cfg.n_ctx, cfg.d_model, cfg.n_heads, cfg.d_head, cfg.d_mlp, cfg.d_vocab
+
+    def tables(n_pos: int, first: int) -> int:  # layer 0's (position, token) tables
+        rows, queries = n_pos * V, (n_pos - first) * V
+        return D * H * dh * (queries + 2 * rows) + queries * rows * H * dh + rows * H * dh * D
+
+    head = 2 * D * M + D * cfg.d_vocab_out  # the last MLP and the unembedding, at the readout
+    if cfg.n_layers == 1:  # layer 0 at the last position: the mix, then the head
+        return 6.0 * (batch * (P * H * D + head) + tables(P, P - 1))
+    n = prefix_len(cfg, batch, P)
+    S = P - n
+    last = D * H * dh + H * dh * D + 2 * P * D * H + H * D * D  # query, W_K q, scores, mix, W_V W_O
+    per_example = S * P * H * D + S * 2 * D * M + last + head
+    prefix = 0 if n == 0 else V**n * (n * n * H * D + n * 2 * D * M) + tables(n, 0)
+    return 6.0 * (batch * per_example + tables(P, n) + prefix + H * D * dh * D)
+
+
 def done_flops(model: Transformer, tokens: torch.Tensor, labels: torch.Tensor) -> float:
     """Matmul FLOPs (mm, addmm, bmm, baddbmm) of one forward + backward of `fast_readout`."""
     with FlopCounterMode(display=False) as counter:

@@ -29,12 +29,19 @@ Readout = Callable[[Tensor], Tensor]
 LOSSES = ("cross_entropy", "mse")
 
 
+def full_precision(logits: Tensor) -> Tensor:
+    """`logits` in float32 at least: losses and argmaxes never run in bf16 (autocast's output),
+    and a float64 model (an oracle test's) keeps float64.
+    """
+    return logits.to(torch.promote_types(logits.dtype, torch.float32))
+
+
 def per_example_loss(
     logits: Float[Tensor, "batch d_vocab_out"], labels: Int[Tensor, " batch"], loss: str
 ) -> Float[Tensor, " batch"]:
     """Per-example loss: cross-entropy, or MSE against one-hot targets (mean over classes)."""
     if loss == "cross_entropy":
-        return F.cross_entropy(logits.float(), labels, reduction="none")
+        return F.cross_entropy(full_precision(logits), labels, reduction="none")
     if loss == "mse":
         target = F.one_hot(labels, logits.shape[-1]).to(logits.dtype)
         return (logits - target).square().mean(-1)
@@ -74,7 +81,7 @@ def evaluate(
     for name, split in splits.items():
         losses, correct = [], []
         for start in range(0, len(split), chunk):
-            logits = readout(split.tokens[start : start + chunk]).float()
+            logits = full_precision(readout(split.tokens[start : start + chunk]))
             labels = split.labels[start : start + chunk]
             losses.append(per_example_loss(logits, labels, loss))
             correct.append((logits.argmax(-1) == labels).float())

@@ -15,8 +15,11 @@ It is fast because it does only the work a last-position loss needs, and uses ex
   causal mask included) and the value vectors already multiplied by `W_O` (per head). Layer 0's
   attention is then gathers, a softmax and one tiny batched matmul (`_Mix`, written by hand,
   as autograd's gather-then-bmm backward costs three extra passes): no per-example Q/K/V/O
-  matmul. The gathers' backward is an fp32 `index_add` (much faster on CPU than the
-  `index_put_(accumulate=True)` torch uses for indexing).
+  matmul. On CPU in fp32 the gathers' backward and the mix are CSR products whose index sort
+  is computed once per token batch (`models.csr`: no per-step sort, no gathered
+  `[batch, pos * heads, d_model]` rows); elsewhere (bf16 tables, GPU, under `torch.func` or
+  `torch.compile`) the gathers' backward is an fp32 `index_add` (much faster on CPU than the
+  `index_put_(accumulate=True)` torch uses for indexing) and the mix a batched matmul.
 * **Leading positions of a 2-layer causal model work on prefix tables.** Under causal
   attention layer 0's output at position p depends on tokens 0..p only, so for the positions
   whose `V**(p+1)` prefixes are well below the batch (MPSP at 16,384: positions 0 and 1,
@@ -47,6 +50,7 @@ whether that pays on a given machine.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable
 
@@ -55,45 +59,53 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-__all__ = ["compiled_fast_readout", "fast_readout"]
+from models import csr
+from models.config import TransformerConfig
+
+__all__ = ["compiled_fast_readout", "fast_readout", "prefix_len"]
 
 
 class _Gather(torch.autograd.Function):
-    """`table[index]` (rows), optionally cast to `dtype`; backward by `index_add` in fp32.
+    """`table[index]` (rows), optionally cast to `dtype`; backward in fp32.
 
-    Written in the `torch.func` style (`setup_context`, generated vmap rule) so that
+    The backward is a CSR product with the index's cached sort (`models.csr`) when `plan` is
+    given and it applies (CPU, fp32, outside `torch.func`), else an `index_add`. Written in the
+    `torch.func` style (`setup_context`, generated vmap rule) so that
     `interp.training.vectorized` can `vmap` the whole forward over stacked seeds.
     """
 
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(table: Tensor, index: Tensor, dtype: torch.dtype) -> Tensor:  # type: ignore[override]
+    def forward(table: Tensor, index: Tensor, dtype: torch.dtype, plan: csr.IndexPlan | None) -> Tensor:  # type: ignore[override]
         src = table if table.dtype == dtype else table.to(dtype)
         return src.index_select(0, index.reshape(-1)).view(*index.shape, table.shape[1])
 
     @staticmethod
-    def setup_context(ctx, inputs: tuple[Tensor, Tensor, torch.dtype], output: Tensor) -> None:  # type: ignore[override]
-        table, index, _ = inputs
+    def setup_context(ctx, inputs, output: Tensor) -> None:  # type: ignore[override]
+        table, index, _, plan = inputs
         ctx.save_for_backward(index)
         ctx.table_shape = table.shape
         ctx.table_dtype = table.dtype
+        ctx.plan = plan
 
     @staticmethod
-    def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None]:  # type: ignore[override]
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None, None]:  # type: ignore[override]
         (index,) = ctx.saved_tensors
         rows, cols = ctx.table_shape
         acc = torch.promote_types(ctx.table_dtype, torch.float32)  # never accumulate in bf16
         # Contiguous rows: a strided gradient (e.g. a slice of `torch.cat`'s) makes the
         # accumulation several times slower.
         grad = grad.reshape(-1, cols).to(acc).contiguous()
+        if ctx.plan is not None and csr.enabled(grad):
+            return csr.gather_backward(ctx.plan, grad).to(ctx.table_dtype), None, None, None
         # Out of place: under vmap `grad` is batched while a fresh zeros tensor is not.
         out = torch.zeros(rows, cols, dtype=acc, device=grad.device).index_add(0, index.reshape(-1), grad)
-        return out.to(ctx.table_dtype), None, None
+        return out.to(ctx.table_dtype), None, None, None
 
 
-def _gather(table: Tensor, index: Tensor, dtype: torch.dtype) -> Tensor:
-    return _Gather.apply(table, index, dtype)
+def _gather(table: Tensor, index: Tensor, dtype: torch.dtype, plan: csr.IndexPlan | None = None) -> Tensor:
+    return _Gather.apply(table, index, dtype, plan)
 
 
 class _Mix(torch.autograd.Function):
@@ -101,13 +113,17 @@ class _Mix(torch.autograd.Function):
 
     `table [pos * vocab, heads * d_model]`, `idx [batch, pos]` (table rows of the keys),
     `pattern [batch, S, pos * heads]` (columns (key, head)), `resid [batch, S, d_model]`;
-    returns `[batch, S, d_model]` in `resid`'s dtype. The products run in `cdt`, the table's
-    gradient is accumulated in fp32 by `index_add`.
+    returns `[batch, S, d_model]` in `resid`'s dtype. On the dense path the products run in
+    `cdt` and the table's gradient is accumulated in fp32 by `index_add`.
 
     Written by hand because autograd's version of gather-then-bmm is slow on CPU: its
     gradient of the gathered rows arrives transposed, so it is copied, cast and scattered in
     three passes over a `[batch * pos, heads * d_model]` tensor. Here the products are laid
-    out contiguously, and a single query position (`S == 1`, the 1-layer models) uses
+    out contiguously. With `plan` (the CSR form of the keys' table rows, `models.csr`) on
+    CPU in fp32 outside `torch.func`, several query positions (the 2-layer models) never
+    gather the rows: the mix is a CSR matrix (the pattern) times the table, its gradients a
+    sampled product and the transposed CSR matrix times the output gradient, in fp32. A
+    single query position (`S == 1`, the 1-layer models) uses
     `embedding_bag` (gather and weighted sum in one pass, ~8x faster than the bmm of 1-row
     matrices) and outer products. `embedding_bag` has no vmap batching rule: under
     `torch.func.vmap` (vectorised seeds) torch loops over the seeds for it, which keeps each
@@ -123,8 +139,12 @@ class _Mix(torch.autograd.Function):
         pattern: Tensor,
         resid: Tensor,  # type: ignore[override]
         cdt: torch.dtype,
+        plan: csr.IndexPlan | None,
     ) -> Tensor:
         batch, S, D = resid.shape
+        if _sparse(plan, S, table, pattern, resid):
+            out = csr.mix(plan, pattern.reshape(batch * S, -1), table.view(-1, D), resid.reshape(-1, D))
+            return out.view(batch, S, D)
         if S == 1:
             heads = pattern.shape[-1] // idx.shape[1]
             rows = (idx.unsqueeze(-1) * heads + torch.arange(heads, device=idx.device)).view(batch, -1)
@@ -141,14 +161,21 @@ class _Mix(torch.autograd.Function):
 
     @staticmethod
     def setup_context(ctx, inputs, output) -> None:  # type: ignore[override]
-        table, idx, pattern, _, cdt = inputs
+        table, idx, pattern, resid, cdt, plan = inputs
         ctx.save_for_backward(table, idx, pattern)
         ctx.cdt = cdt
+        ctx.plan = plan if _sparse(plan, resid.shape[1], table, pattern, resid) else None
 
     @staticmethod
     def backward(ctx, grad: Tensor):  # type: ignore[override]
         table, idx, pattern = ctx.saved_tensors
         batch, S, D = grad.shape
+        if ctx.plan is not None and csr.enabled(grad):
+            g = grad.reshape(batch * S, D).contiguous()
+            grad_table, grad_pattern = csr.mix_backward(
+                ctx.plan, pattern.reshape(batch * S, -1), table.view(-1, D), g
+            )
+            return grad_table.view(table.shape), None, grad_pattern.view(pattern.shape), grad, None, None
         if S == 1:  # outer products and row dots: no matmul of 1-row matrices
             ov = _rows(table, idx, table.dtype, D)  # [batch, J, D]
             g = grad.view(batch, 1, D)
@@ -164,7 +191,12 @@ class _Mix(torch.autograd.Function):
         # Out of place: under vmap `src` is batched while a fresh zeros tensor is not.
         grad_table = torch.zeros(table.shape, dtype=acc, device=table.device)
         grad_table = grad_table.index_add(0, idx.reshape(-1), src)
-        return grad_table.to(table.dtype), None, grad_pattern, grad, None
+        return grad_table.to(table.dtype), None, grad_pattern, grad, None, None
+
+
+def _sparse(plan: csr.IndexPlan | None, S: int, *tensors: Tensor) -> bool:
+    """Whether `_Mix` takes its CSR path (several query positions: the 1-layer one has its own)."""
+    return plan is not None and S > 1 and csr.enabled(*tensors)
 
 
 def _rows(table: Tensor, idx: Tensor, dtype: torch.dtype, d: int) -> Tensor:
@@ -232,17 +264,47 @@ def _layer0(model: nn.Module, tokens: Tensor, cdt: torch.dtype, first: int) -> T
     ov_table = torch.bmm(v.view(PV, H, dh).transpose(0, 1), attn.W_O).transpose(0, 1).reshape(PV, H * D)
     resid_table = X + attn.b_O
 
-    idx = tokens + torch.arange(n_pos, device=dev) * V  # [batch, pos] table rows
-    q_idx = idx[:, first:] - first * V  # [batch, S] query rows
-    heads = torch.arange(H, device=dev)
-    rows = ((q_idx.unsqueeze(2) * PV + idx.unsqueeze(1)) * H).unsqueeze(-1) + heads  # [batch, S, key, head]
-    pattern = F.softmax(_gather(score_table, rows, X.dtype).view(batch, S, n_pos, H), dim=2)
-    resid = _gather(resid_table, idx[:, first:], X.dtype)
-    return _Mix.apply(ov_table, idx, pattern.view(batch, S, n_pos * H), resid, cdt)
+    idx, rows, plans = _indices(tokens, first, V, H)
+    pattern = F.softmax(_gather(score_table, rows, X.dtype, plans[0]).view(batch, S, n_pos, H), dim=2)
+    resid = _gather(resid_table, idx[:, first:], X.dtype, plans[1])
+    return _Mix.apply(ov_table, idx, pattern.view(batch, S, n_pos * H), resid, cdt, plans[2])
 
 
-def _prefix_len(cfg, batch: int, n_pos: int) -> int:
+def _indices(tokens: Tensor, first: int, V: int, H: int) -> tuple[Tensor, Tensor, tuple]:
+    """Layer 0's table rows of `tokens`, and their CSR plans (`models.csr`; cached per batch).
+
+    Returns `idx [batch, pos]` (rows of the (position, token) tables), `rows [batch, S, key,
+    head]` (rows of the score table) and the plans of the score gather, the residual gather
+    and the mix (`None`s where the CSR path cannot run: under `torch.compile`).
+    """
+
+    def build() -> tuple[Tensor, Tensor, tuple]:
+        n_pos, dev = tokens.shape[1], tokens.device
+        PV = n_pos * V
+        idx = tokens + torch.arange(n_pos, device=dev) * V
+        q_idx = idx[:, first:] - first * V  # [batch, S] query rows
+        heads = torch.arange(H, device=dev)
+        rows = ((q_idx.unsqueeze(2) * PV + idx.unsqueeze(1)) * H).unsqueeze(-1) + heads
+        if torch.compiler.is_compiling():
+            return idx, rows, (None, None, None)
+        keys = (idx.unsqueeze(-1) * H + heads).view(len(idx), 1, -1).expand(-1, n_pos - first, -1)
+        plans = (
+            csr.IndexPlan(rows, (n_pos - first) * V * PV * H),
+            csr.IndexPlan(idx[:, first:], PV),
+            csr.IndexPlan(keys, PV * H),
+        )
+        return idx, rows, plans
+
+    if torch.compiler.is_compiling():
+        return build()
+    return csr.cached_plan(tokens, f"layer0 {first} {V} {H}", build)
+
+
+def prefix_len(cfg: TransformerConfig, batch: int, n_pos: int) -> int:
     """How many leading positions a 2-layer causal model computes as tables over every token prefix.
+
+    Public because what the training step must compute depends on it (`benchmarks/train_step.py`
+    counts the step's minimal FLOPs with it).
 
     Under causal attention the residual stream at position p depends on tokens 0..p only, so
     for the `V**n` prefixes of length n it can be computed once per call instead of once per
@@ -260,14 +322,34 @@ def _prefix_len(cfg, batch: int, n_pos: int) -> int:
 
 def _prefix_keys(model: nn.Module, tokens: Tensor, cdt: torch.dtype, n: int) -> Tensor:
     """`ln1` of the last block on layer 0's output at positions `0..n-1`, `[batch, n, d_model]`,
-    computed on the table of all `V**n` prefixes and gathered (see `_prefix_len`).
+    computed on the table of all `V**n` prefixes and gathered (see `prefix_len`).
     """
     V, D = model.cfg.d_vocab, model.cfg.d_model
-    weights = V ** torch.arange(n - 1, -1, -1, device=tokens.device)  # prefix -> its table row
-    prefixes = torch.arange(V**n, device=tokens.device).unsqueeze(1) // weights % V  # [V**n, n]
+    prefixes, row = _prefixes(tokens, V, n)
     resid = _mlp(model.blocks[0], _layer0(model, prefixes, cdt, 0).reshape(-1, D), cdt)
     table = _ln(model.blocks[-1].ln1, resid).view(V**n, n * D)
-    return _gather(table, (tokens[:, :n] * weights).sum(1), table.dtype).view(len(tokens), n, D)
+    return _gather(table, row.index, table.dtype, row).view(len(tokens), n, D)
+
+
+@functools.lru_cache(maxsize=8)
+def _all_prefixes(V: int, n: int, device: torch.device) -> Tensor:
+    """Every token prefix of length `n`, `[V**n, n]`, in table-row order (one tensor per shape,
+    so that `models.csr` caches its layer-0 plans across calls).
+    """
+    weights = V ** torch.arange(n - 1, -1, -1, device=device)
+    return torch.arange(V**n, device=device).unsqueeze(1) // weights % V
+
+
+def _prefixes(tokens: Tensor, V: int, n: int) -> tuple[Tensor, csr.IndexPlan]:
+    """All prefixes `[V**n, n]` and the plan of each example's prefix row `[batch]`."""
+    weights = V ** torch.arange(n - 1, -1, -1, device=tokens.device)  # prefix -> its table row
+
+    def build() -> csr.IndexPlan:
+        return csr.IndexPlan((tokens[:, :n] * weights).sum(1), V**n)
+
+    if torch.compiler.is_compiling() or torch.is_inference_mode_enabled():
+        return torch.arange(V**n, device=tokens.device).unsqueeze(1) // weights % V, build()
+    return _all_prefixes(V, n, tokens.device), csr.cached_plan(tokens, f"prefix {V} {n}", build)
 
 
 def _full_block(block: nn.Module, resid: Tensor, causal: bool, cdt: torch.dtype) -> Tensor:
@@ -356,7 +438,7 @@ def _fast_readout(model: nn.Module, tokens: Tensor, cdt: torch.dtype) -> Tensor:
     if cfg.n_layers == 1:
         resid = _layer0(model, tokens, cdt, n_pos - 1).view(batch, cfg.d_model)
     else:
-        n_pre = _prefix_len(cfg, batch, n_pos)
+        n_pre = prefix_len(cfg, batch, n_pos)
         resid = _layer0(model, tokens, cdt, n_pre)
         resid = _mlp(model.blocks[0], resid.reshape(-1, cfg.d_model), cdt)
         resid = resid.view(batch, n_pos - n_pre, cfg.d_model)

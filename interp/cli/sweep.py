@@ -91,6 +91,7 @@ def run_grid(grid: Any, out: Path, executor: Any, *, progress: bool) -> tuple[in
     from interp.sweep.specs import run_sweep, write_sweep
 
     specs = expand(grid, out)
+    check_sweep_engine(specs)
     check_specs_memory(specs)
     write_sweep(out, specs, {"grid": to_dict(grid)})
     # Seed-major order: every configuration gets its first seeds first, so a sweep stopped
@@ -110,6 +111,27 @@ def run_grid(grid: Any, out: Path, executor: Any, *, progress: bool) -> tuple[in
     for line in diverged:
         click.echo(f"diverged: {line}", err=True)
     return finished, failures
+
+
+def check_sweep_engine(specs: list[Any]) -> None:
+    """Refuse, before any run trains, a grid that a sweep's engine cannot train as recorded.
+
+    `interp sweep` trains one run per worker (the separate engine: stacking seeds did not pay on
+    CPU, `benchmarks/README.md`), so a grid that asks for ``engine: vectorized``, or a run folder
+    that records it, is refused: a resumed sweep keeps the engine its runs were trained with.
+
+    Raises:
+        ConfigError: Naming the engine asked for, or the run folder (`check_engine`).
+    """
+    from interp.training.config import check_engine
+
+    for spec in specs:
+        if spec.train.get("engine", "separate") != "separate":
+            raise ConfigError(
+                f"interp sweep trains one run per worker, but the grid's train.engine is {spec.train['engine']!r}",
+                "drop engine from the grid (stacked seeds: interp train --seeds ... --vectorize)",
+            )
+        check_engine(spec.out, "separate")
 
 
 def write_sweep_report(

@@ -7,6 +7,7 @@ study settings, then what the user gave. The specs then train through `analyses.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from interp.errors import ConfigError
 from interp.store.run_folder import check_same_config, check_unlocked
 from interp.sweep.specs import RunSpec
 from interp.text import format_table
-from interp.training.config import TrainConfig
+from interp.training.config import TrainConfig, check_engine
 from tasks import TASKS
 
 
@@ -251,6 +252,10 @@ def train(
         task_options=given(options, _TASK_OPTIONS.names),
         train_options=given(options, _TRAIN_OPTIONS.names),
     )
+    if vectorize:  # recorded in each run's config: a run resumes only with its engine
+        specs = [replace(spec, train={**spec.train, "engine": "vectorized"}) for spec in specs]
+    for spec in specs:  # before the sweep file, which would only say "a different sweep"
+        check_engine(spec.out, "vectorized" if vectorize else "separate")
     if seeds:  # OUT holds the seeds as a sweep, so `interp report OUT` reads them as one configuration
         from interp.sweep.specs import write_sweep
 

@@ -7,17 +7,24 @@ their `param` help texts) before torch is imported: a bad ``--lr`` fails in well
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from interp.config import check_choice, check_int, check_real, param
+from interp.errors import ConfigError
 
 LOSSES = ("cross_entropy", "mse")
 """The training losses `interp.metrics.per_example_loss` implements."""
 
 EVAL_MEASURES = ("attn_pos0", "ov_parity_rho", "grad_groups")
 """The circuit measures `TrainConfig.eval_measures` may name (`interp.dissect.measures`)."""
+
+ENGINES = ("separate", "vectorized")
+"""The training engines a run records (`TrainConfig.engine`): one model per run
+(`interp.training.train`), or seeds stacked into one model (`interp.training.train_vectorized`)."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,14 @@ class TrainConfig:
         "mostly grad_groups (docs/concepts/training.md).",
         added=True,
     )
+    engine: str = param(
+        "separate",
+        "The engine that trains the run: separate (one model) or vectorized (seeds stacked into one "
+        "model: interp train --vectorize). Stacked seeds equal separate runs only up to rounding, "
+        "so a run resumes only with the engine it records.",
+        added=True,
+        cli=False,
+    )
 
     @staticmethod
     def migrate(data: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -90,6 +105,7 @@ class TrainConfig:
         check_real(owner, "weight_decay", self.weight_decay, 0, float("inf"))
         _check_betas(owner, self.betas)
         check_choice(owner, "loss", self.loss, LOSSES)
+        check_choice(owner, "engine", self.engine, ENGINES)
         if self.weight_norm is not None:
             check_real(owner, "weight_norm", self.weight_norm, 0, float("inf"), low_open=True)
         if self.target_acc is not None:
@@ -117,6 +133,41 @@ def finetune_config(**fields: Any) -> TrainConfig:
         TypeError: On an unknown field.
     """
     return TrainConfig(**{**FINETUNE_DEFAULTS, **fields})
+
+
+def check_engine(run_dir: str | os.PathLike[str], engine: str) -> None:
+    """Refuse to continue a run folder with another engine than the one its config records.
+
+    Stacked seeds equal separate runs only up to rounding (their sums run in another order),
+    so a run that changed engine half-way would be neither. A folder without a config, or with
+    one written before runs recorded their engine (no ``engine``: separate, as every sweep's
+    run was), passes for the separate engine; a vectorised group started before then records
+    nothing that tells it apart, so it too reads as separate.
+
+    Args:
+        run_dir: The run folder (it need not exist).
+        engine: The engine about to train it, one of `ENGINES`.
+
+    Raises:
+        ConfigError: Naming the folder, the engine it records and how to resume it.
+    """
+    from interp.store.run_folder import CONFIG_FILE, read_config
+
+    if not (Path(run_dir) / CONFIG_FILE).exists():
+        return
+    train = read_config(run_dir).get("train")
+    recorded = train.get("engine", "separate") if isinstance(train, Mapping) else "separate"
+    if recorded != engine:
+        how = {
+            "vectorized": "resume it as it was started, with --seeds and --vectorize "
+            "(interp.training.train_vectorized)",
+            "separate": "resume it without --vectorize (interp.training.train)",
+        }.get(recorded, f"resume it with the {recorded} engine")
+        raise ConfigError(
+            f"{run_dir} was trained by the {recorded} engine, not the {engine} one: stacked seeds "
+            "equal separate runs only up to rounding, so a run keeps its engine",
+            how,
+        )
 
 
 def _from_finetune_form(data: Mapping[str, Any]) -> dict[str, Any]:

@@ -41,15 +41,15 @@ from tqdm import tqdm
 
 from interp.config import to_dict
 from interp.dissect.measures import check_measures, measure_record
-from interp.errors import TrainingInterrupted
-from interp.metrics import evaluate, mean_loss, milestones
+from interp.errors import ConfigError, TrainingInterrupted
+from interp.metrics import evaluate, full_precision, mean_loss, milestones
 from interp.signals import StopFlag, stop_on_signals
 from interp.splits import Split, Task, split_digests
 from interp.store.checkpoint import load_state_into
 from interp.store.formats import first_nonfinite
 from interp.store.run_folder import read_compute, write_compute
 from interp.store.session import RunSession, open_run
-from interp.training.config import TrainConfig
+from interp.training.config import TrainConfig, check_engine
 from interp.training.schedule import schedule
 
 
@@ -130,10 +130,17 @@ def train(
         The run summary also written to `DONE` (final metrics and milestones).
 
     Raises:
-        ConfigError: If `run_dir` holds a run with another config.
+        ConfigError: If `run_dir` holds a run with another config, or one the vectorised
+            engine trained (`check_engine`), or `config.engine` is not ``"separate"``.
         CheckpointError: If the run's checkpoints are damaged or its data changed.
         TrainingInterrupted: On SIGINT / SIGTERM / SIGHUP, after saving a checkpoint.
     """
+    if config.engine != "separate":
+        raise ConfigError(
+            f"TrainConfig.engine = {config.engine!r}, but train() is the separate engine",
+            "train stacked seeds with interp.training.train_vectorized",
+        )
+    check_engine(run_dir, "separate")
     splits = task.splits(config.data_seed)
     with open_run(run_dir, run_config(model, task, config), split_digests(splits)) as run:
         if (done := run.finished()) is not None:
@@ -257,29 +264,49 @@ class TrainLoop:
 
     def epoch(self) -> bool:
         """One pass over the train split (one step if full batch). False: the target is reached."""
+        return all(self.train_step(index) for index in self.batches())  # stops at the target
+
+    def batches(self) -> list[Tensor | slice]:
+        """The train rows of each optimizer step of one epoch, in order.
+
+        Full batch: ``[slice(None)]``. Minibatches: consecutive pieces (``[batch_size]`` row
+        indices, the last one possibly shorter) of a fresh random order drawn from `generator`,
+        which this advances exactly as the epoch it plans does.
+        """
+        n = len(self.splits["train"])
+        size = self.config.batch_size or n
+        if size >= n:
+            return [slice(None)]
+        order = torch.randperm(n, generator=self.generator).to(self.device)
+        return [order[start : start + size] for start in range(0, n, size)]
+
+    def train_step(self, index: Tensor | slice) -> bool:
+        """One AdamW step on the train rows `index` (then the sphere projection, if configured).
+
+        Public so that a test can compare one step of two engines from one shared state.
+
+        Returns:
+            False, without stepping, if these rows' accuracy is above `target_acc`.
+        """
         train = self.splits["train"]
-        n, size = len(train), self.config.batch_size or len(train)
-        order = torch.randperm(n, generator=self.generator).to(self.device) if size < n else None
-        for start in range(0, n, size):
-            index = order[start : start + size] if order is not None else slice(None)
-            with torch.autocast(
-                device_type=torch.device(self.device).type, dtype=torch.bfloat16, enabled=self.config.bf16
-            ):
-                logits = self.forward(train.tokens[index])
-            if self.target_acc is not None and self._reached(logits, train.labels[index]):
-                return False
-            loss = mean_loss(logits.float(), train.labels[index], self.config.loss)
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            self.optimizer.step()
-            if self.config.weight_norm is not None:
-                project_to_sphere(trainable(self.model), self.config.weight_norm)
+        with torch.autocast(
+            device_type=torch.device(self.device).type, dtype=torch.bfloat16, enabled=self.config.bf16
+        ):
+            logits = self.forward(train.tokens[index])
+        if self.target_acc is not None and self._reached(logits, train.labels[index]):
+            return False
+        loss = mean_loss(full_precision(logits), train.labels[index], self.config.loss)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        if self.config.weight_norm is not None:
+            project_to_sphere(trainable(self.model), self.config.weight_norm)
         return True
 
     def _reached(self, logits: Tensor, labels: Tensor) -> bool:
         # The test uses the logits of the forward that computes the loss: free, and exact for
         # the parameters training stops at.
-        self.train_acc = (logits.float().argmax(-1) == labels).float().mean().item()
+        self.train_acc = (full_precision(logits).argmax(-1) == labels).float().mean().item()
         self.reached = self.train_acc > self.target_acc
         return self.reached
 

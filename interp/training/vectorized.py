@@ -15,19 +15,23 @@ On a GPU this turns many small kernels into a few large ones, which is where it 
 separate processes (`interp train --seeds`) are usually faster (`benchmarks/multi_seed.py
 --seeds N` measures both).
 
-Numerics: the batched matmuls sum in another order than the per-seed ones, so a vectorised seed
-equals its separately trained run up to float rounding (tested), not bit for bit. Everything
-else of the engine holds: evaluation and checkpoints on the same schedule (the stacked state is
-copied into each seed's `TrainLoop` first: this module replaces only `TrainLoop.epoch`),
-SIGINT / SIGTERM save every seed, a seed that diverges stops logging and saving (its
-`DONE` says where it diverged) while the others train on, and a vectorised group resumed vectorised is bit-identical
-to an uninterrupted one (CPU). Each seed's folder is an ordinary run that `train` can also
-resume alone.
+Numerics: the batched matmuls sum in another order than the per-seed ones, so one vectorised
+step equals each seed's separate step from the same state up to float rounding (tested), not
+bit for bit; over many steps the two trajectories drift apart wherever rounding decides a kink
+(a ReLU gate within rounding of zero), as any two summation orders do. So each run records its
+engine (`TrainConfig.engine`: ``"vectorized"``) and resumes only with it (`check_engine`): a
+vectorised group resumed vectorised is bit-identical to an uninterrupted one (CPU), and
+`train` refuses its folders. Everything else of the engine holds: evaluation and checkpoints on
+the same schedule (the stacked state is copied into each seed's `TrainLoop` first: this module
+replaces only `TrainLoop.epoch`), SIGINT / SIGTERM save every seed, and a seed that diverges
+stops logging and saving (its `DONE` says where it diverged) while the others train on. Each
+seed's folder is otherwise an ordinary run folder that every reader opens.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,10 +44,10 @@ from tqdm import tqdm
 
 from interp.config import to_dict
 from interp.errors import ConfigError, TrainingInterrupted
-from interp.metrics import per_example_loss
+from interp.metrics import full_precision, per_example_loss
 from interp.splits import Task, split_digests
 from interp.store.session import RunSession, open_run
-from interp.training.config import TrainConfig
+from interp.training.config import TrainConfig, check_engine
 from interp.training.loop import (
     StopFlag,
     TrainLoop,
@@ -71,7 +75,8 @@ def train_vectorized(
         models: One hooked model per seed, all with the same config, each built with its
             config's seed; trained in place.
         task: The task, shared by every seed.
-        configs: One `TrainConfig` per seed, equal in every field but `seed`.
+        configs: One `TrainConfig` per seed, equal in every field but `seed`. Each run records
+            ``engine: "vectorized"`` in its config (whatever `engine` the configs hold).
         device: Where to train; checkpoints are stored on the CPU.
         progress: Show one progress bar with the seeds' mean accuracies.
 
@@ -80,11 +85,15 @@ def train_vectorized(
         are not retrained.
 
     Raises:
-        ConfigError: If the seeds differ in anything but the seed, or a folder holds another run.
+        ConfigError: If the seeds differ in anything but the seed, or a folder holds another run
+            (or one the separate engine trained: `check_engine`).
         CheckpointError: If a run's checkpoints are damaged or its data changed.
         TrainingInterrupted: On SIGINT / SIGTERM, after saving every seed's checkpoint.
     """
+    configs = [dataclasses.replace(config, engine="vectorized") for config in configs]
     _check_group(models, configs, len(run_dirs))
+    for run_dir in run_dirs:  # before any folder is created
+        check_engine(run_dir, "vectorized")
     splits = task.splits(configs[0].data_seed)
     digests = split_digests(splits)
     with contextlib.ExitStack() as stack:
@@ -206,7 +215,7 @@ class StackedSeeds:
             logits = functional_call(
                 self.module, ({f"model.{n}": p for n, p in params.items()}, buffers), (tokens,)
             )
-        return per_example_loss(logits.float(), labels, self.config.loss).mean()
+        return per_example_loss(full_precision(logits), labels, self.config.loss).mean()
 
     def run(self, stop: StopFlag, progress: bool) -> None:
         """Train every seed to the last epoch; evaluate and save on the shared schedule."""
@@ -246,27 +255,32 @@ class StackedSeeds:
 
     def epoch(self) -> None:
         """One epoch of every seed in one stacked step (or one per minibatch)."""
+        # Each seed draws its own order from its own generator, as a separate run does.
+        batches = [loop.batches() for loop in self.loops]
+        for k, first in enumerate(batches[0]):
+            self.train_step(None if isinstance(first, slice) else torch.stack([b[k] for b in batches]))
+
+    def train_step(self, index: Tensor | None) -> None:
+        """One AdamW step of every seed (then each seed's sphere projection, if configured).
+
+        Public so that a test can compare one step of this engine with the separate one
+        (`TrainLoop.train_step`) from one shared state: build the `StackedSeeds` from loops
+        holding that state, step, `sync`.
+
+        Args:
+            index: None for the full train split, or each seed's own train rows ``[seeds, batch]``.
+        """
         train = self.loops[0].splits["train"]
-        n, size = len(train), self.config.batch_size or len(train)
-        orders = None
-        if size < n:  # each seed draws its own order from its own generator, as a separate run does
-            orders = torch.stack([torch.randperm(n, generator=loop.generator) for loop in self.loops]).to(
-                self.device
-            )
-        for start in range(0, n, size):
-            if orders is None:
-                grads = self._grad(self.params, self.buffers, train.tokens, train.labels)
-            else:
-                index = orders[:, start : start + size]  # [seeds, batch]
-                grads = self._grad_batched(
-                    self.params, self.buffers, train.tokens[index], train.labels[index]
-                )
-            for name, stacked in self.params.items():
-                stacked.grad = grads[name]
-            self.optimizer.step()
-            if self.config.weight_norm is not None:
-                for seed in range(len(self.loops)):  # each seed's slices, as its own run projects them
-                    project_to_sphere([p[seed] for p in self.params.values()], self.config.weight_norm)
+        if index is None:
+            grads = self._grad(self.params, self.buffers, train.tokens, train.labels)
+        else:
+            grads = self._grad_batched(self.params, self.buffers, train.tokens[index], train.labels[index])
+        for name, stacked in self.params.items():
+            stacked.grad = grads[name]
+        self.optimizer.step()
+        if self.config.weight_norm is not None:
+            for seed in range(len(self.loops)):  # each seed's slices, as its own run projects them
+                project_to_sphere([p[seed] for p in self.params.values()], self.config.weight_norm)
 
     @torch.no_grad()
     def sync(self) -> None:

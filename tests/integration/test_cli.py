@@ -120,6 +120,7 @@ def test_seeds_train_into_one_folder_each(capsys, tmp_path):
     assert code == 0, err
     assert is_done(tmp_path / "seed_0") and is_done(tmp_path / "seed_2")
     assert read_config(tmp_path / "seed_2")["train"]["seed"] == 2
+    assert "engine" not in read_config(tmp_path / "seed_2")["train"]  # separate: written as before
     assert "seed_0" in stdout and "seed_2" in stdout
 
 
@@ -150,7 +151,21 @@ def test_vectorized_seeds_train_in_this_process_into_one_folder_each(capsys, tmp
     assert code == 0, err
     assert is_done(tmp_path / "seed_0") and is_done(tmp_path / "seed_2")
     assert read_config(tmp_path / "seed_2")["train"]["seed"] == 2
+    assert read_config(tmp_path / "seed_2")["train"]["engine"] == "vectorized"
     assert "seed_0" in stdout and "seed_2" in stdout
+
+
+def test_a_vectorized_group_resumes_only_vectorized(capsys, tmp_path):
+    group = [*TINY, "--epochs", "2", "--seeds", "0,2", "--out", str(tmp_path)]
+    assert run_cli(capsys, "train", *group, "--vectorize")[0] == 0
+    config = (tmp_path / "seed_0" / "config.json").read_bytes()
+    for args in (group, ["--resume", str(tmp_path / "seed_0")]):  # the separate engine, two ways
+        code, out, err = run_cli(capsys, "train", *args)
+        assert code == 2, (out, err)
+        assert "seed_0 was trained by the vectorized engine, not the separate one" in err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert (tmp_path / "seed_0" / "config.json").read_bytes() == config
+    assert run_cli(capsys, "train", *group, "--vectorize")[0] == 0  # the same engine: done already
 
 
 def test_every_listed_command_loads_from_its_module():

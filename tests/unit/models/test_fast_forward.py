@@ -146,7 +146,7 @@ def test_compiled_fast_readout_matches_hooked_forward():
 
 
 # A 2-layer causal model computes the leading positions as tables over every token prefix
-# while 2 * V**n <= batch (`_prefix_len`): with V = 5 a batch of 8 has no prefix table, 16 one
+# while 2 * V**n <= batch (`prefix_len`): with V = 5 a batch of 8 has no prefix table, 16 one
 # position, 64 two positions. Each must equal the hooked forward, logits and gradients.
 @pytest.mark.parametrize("batch", [8, 16, 64])
 @pytest.mark.parametrize("pos_type", ["standard", "none"])
