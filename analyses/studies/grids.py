@@ -210,6 +210,16 @@ GRIDS: dict[str, Grid] = {
         data_seeds=4,
         sweep_seed=500,
     ),
+    # Stage (a), second: the map's one-layer cells (the same training sets as the map's
+    # two-layer runs, sweep seed 300), for the one-layer line of the vocabulary figure.
+    "study-a-map-1l1h": Grid(
+        presets=("mpsp-1l1h",),
+        task={"shortcut": "first"},
+        train={**_CONFIRMATION_TRAIN, "epochs": 1500},
+        axes={"vocab": [16, 24, 32, 48], "r": [0.9, 0.5]},
+        seeds=5,
+        sweep_seed=300,
+    ),
     # Study C's noise sweep: the same initialisation for every xi of a seed.
     "study-c": Grid(presets=("quadratic-mlp",), axes={"xi": [0.0, 0.1, 0.2, 0.3, 0.35, 0.4, 0.5]}, seeds=5),
     # Study C's weight-decay regimes at xi = 0.35 (coexistence, partial / full inversion,
@@ -245,6 +255,11 @@ else:
         seeds=10,
         sweep_seed=400,
     )
+    # Stage (a), third: below chance, r = 0.15 (the shortcut mostly disagrees with the label),
+    # both models, the headline's seed indices 0-4 (sweep seed 400: the same training sets and
+    # initialisations as its first five seeds, only r differs), 3,000 epochs. The rule and the
+    # inverted shortcut are told apart by val accuracy (`study_a_stats.outcome`).
+    GRIDS["study-a-below-chance"] = dataclasses.replace(GRIDS["study-a-headline"], axes={"r": [0.15]}, seeds=5)
 
 
 def grid_from_dict(data: dict[str, Any]) -> Grid:

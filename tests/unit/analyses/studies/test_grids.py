@@ -99,3 +99,29 @@ def test_the_headline_grid_is_the_preregistered_one_at_v_star():
         "ov_parity_rho",
         "grad_groups",
     }
+
+
+def test_stage_a_grids_share_the_preregistered_seeds(tmp_path):
+    """The map's one-layer cells train on the map's training sets (sweep seed 300); below chance
+    (r = 0.15) reuses the headline's first five seeds of both models (sweep seed 400).
+    """
+    from analyses.studies import grids
+    from interp.sweep.specs import derive_seed
+
+    one_layer = expand(GRIDS["study-a-map-1l1h"], tmp_path / "m")
+    two_layer = expand(GRIDS["study-a-map"], tmp_path / "m")
+    assert len(one_layer) == len(two_layer) == 40
+    for a, b in zip(one_layer, two_layer):
+        assert a.model != b.model and a.task == b.task
+        assert a.train["data_seed"] == b.train["data_seed"]
+        assert a.train["epochs"] == b.train["epochs"] == 1500
+        assert a.train["seed"] == derive_seed(300, int(a.out.name.removeprefix("seed_")), a.model)
+    if grids.V_STAR is None:
+        assert "study-a-below-chance" not in GRIDS
+        return
+    below = expand(GRIDS["study-a-below-chance"], tmp_path / "b")
+    headline = {(s.out.parts[-3], s.out.name): s for s in expand(GRIDS["study-a-headline"], tmp_path / "h")}
+    assert len(below) == 10 and {s.task["r"] for s in below} == {0.15}
+    for spec in below:
+        twin = headline[(spec.out.parts[-3], spec.out.name)]  # preset folder, seed_i
+        assert spec.train == twin.train and spec.task == {**twin.task, "r": 0.15}
