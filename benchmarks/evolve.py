@@ -141,7 +141,9 @@ def time_one_process(run_dir: Path, threads: int) -> tuple[float, str]:
         "OMP_NUM_THREADS": str(threads),
     }
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", ONE_PROCESS, str(run_dir)], capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", ONE_PROCESS, str(run_dir)], capture_output=True, text=True, env=env
+    )
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         raise RuntimeError(f"the one-process series failed:\n{done.stderr}")
@@ -172,9 +174,16 @@ def main() -> None:
     print(f"run folder {run_dir} ready ({time.perf_counter() - start:.1f} s; reused if it existed)")
     if args.one_process:
         count = args.first or CHECKPOINTS
-        seconds, log = time_one_process(first_checkpoints(run_dir, count) if args.first else run_dir, args.threads)
-        verdict = ("met" if seconds < TARGET_S else "NOT met") if count == CHECKPOINTS else "not measured (--first)"
-        print(f"one process ({log}): total {seconds:.1f} s over {count} checkpoints; target < {TARGET_S:g} s over {CHECKPOINTS}: {verdict}")
+        seconds, log = time_one_process(
+            first_checkpoints(run_dir, count) if args.first else run_dir, args.threads
+        )
+        verdict = (
+            ("met" if seconds < TARGET_S else "NOT met") if count == CHECKPOINTS else "not measured (--first)"
+        )
+        print(
+            f"one process ({log}): total {seconds:.1f} s over {count} checkpoints; "
+            f"target < {TARGET_S:g} s over {CHECKPOINTS}: {verdict}"
+        )
         return
     one = first_checkpoints(run_dir, 1) if args.first else None
     if args.first:

@@ -24,12 +24,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import statistics
 import sys
 import tempfile
-import time
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -37,7 +34,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analyses.studies.recipes import PRESET_TRAINING  # noqa: E402
-from benchmarks.train_step import matmul_peak  # noqa: E402
+from benchmarks.train_step import matmul_peak, median_seconds  # noqa: E402
 from interp.splits import split_digests  # noqa: E402
 from interp.store import open_run  # noqa: E402
 from interp.training import TrainConfig, TrainLoop, run_config  # noqa: E402
@@ -48,17 +45,6 @@ from tasks import ModAddTask, MPSPTask  # noqa: E402
 
 EPOCHS = {"quadratic-mlp": 20000}  # study C; study A's grid (study-a-map) trains 1,500 epochs
 DEFAULT_EPOCHS = 1500
-
-
-def median_seconds(step: Callable[[], object], repeats: int) -> float:
-    """Median wall time of `step` after one warm-up."""
-    step()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def seconds_per_epoch(name: str, stack: list[int], repeats: int) -> dict[int, float]:

@@ -187,6 +187,11 @@ def time_steps(
         F.cross_entropy(logits.float(), labels).backward()
         opt.step()
 
+    return median_seconds(step, repeats, warmup)
+
+
+def median_seconds(step: Callable[[], object], repeats: int, warmup: int = 1) -> float:
+    """Median wall seconds of `step` over `repeats` calls, after `warmup` calls (NaN if none)."""
     for _ in range(warmup):
         step()
     times = []
