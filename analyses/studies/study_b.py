@@ -22,7 +22,7 @@ result tables.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -121,6 +121,7 @@ def wlmd_sample(
     grid: GridSpec | None = None,
     schedule: Schedule | None = None,
     window: tuple[float, float, float, float] | None = None,
+    starts: Sequence[str | Path] | None = None,
 ) -> tuple[Path, list[Path]]:
     """WLMD from the model of `source` on its sphere: entropy phase into ``out/entropy``,
     production into ``out/samples`` (one checkpoint per snapshot in the window).
@@ -128,7 +129,9 @@ def wlmd_sample(
     The grid, window and ``ln f`` schedule are `settings`' (its grid and window lie around the
     source's ``(x0, y0)``; default: the study's wide grid), unless `grid` / `window` /
     `schedule` give absolute ones. The radius is the source run's `weight_norm` (or its
-    current norm).
+    current norm). Every walker starts at the source model, or walker i at the model of
+    ``starts[i]`` (runs or checkpoints of the same model and task, one per walker; the walk
+    records each walker's cosine to its own start).
     """
     model, ckpt, config = _source(source)
     cvs, task, splits = _model_cvs(model, config, settings.k)
@@ -150,7 +153,9 @@ def wlmd_sample(
     folder_config = run_config(model, task, walk, source=str(ckpt.path))
     digests = split_digests(splits)
     out = Path(out)
-    start = theta.expand(settings.walkers, -1).clone()
+    start = (
+        theta.expand(settings.walkers, -1).clone() if starts is None else _starts(starts, config, settings)
+    )
     sampler = _entropy_phase(out, folder_config, cvs, start, wcfg, settings, digests)
     samples = wlmd_produce(
         out / "samples",
@@ -164,6 +169,22 @@ def wlmd_sample(
         digests=digests,
     )
     return out, samples
+
+
+def _starts(starts: Sequence[str | Path], config: Mapping[str, Any], settings: WLMDSettings) -> torch.Tensor:
+    """The flat parameters `[walkers, P]` of one start model per walker, checked against the source's config."""
+    if len(starts) != settings.walkers:
+        raise ConfigError(f"{len(starts)} starts for {settings.walkers} walkers", "give one start per walker")
+    rows = []
+    for path in starts:
+        model, _, other = _source(path)
+        if other["model"] != config["model"] or other["task"] != config["task"]:
+            raise ConfigError(
+                f"start {path} is another model or task than the source's",
+                "start every walker on the same task",
+            )
+        rows.append(_model_cvs(model, other, settings.k)[0].flatten())
+    return torch.stack(rows)
 
 
 WALK_FILE = "walk.json"

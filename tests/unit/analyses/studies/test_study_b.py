@@ -97,3 +97,35 @@ def test_protocol_end_to_end(source, tmp_path):
     assert len(study_b.rank_figure({"adamw": source}).data) == 1
     cos = study_b.cosine_frame({label: (study_b.first_checkpoint(run), run) for label, run in runs.items()})
     assert list(cos["model"]) == ["adamw", "wlmd"] and (cos["cosine"] <= 1 + 1e-9).all()
+
+
+def test_walkers_from_their_own_starts(source, tmp_path):
+    """`starts`: walker i starts at its own model and the walk measures each walker's cosine
+    to its own start; a count other than the walkers, or another task, is refused at once.
+    """
+    other = study_b.goldilocks(
+        tmp_path / "other",
+        p=7,
+        weight_norm=6.0,
+        epochs=30,
+        lr=3e-2,
+        eval_every=10,
+        model_overrides=TINY,
+        seed=1,
+    )
+    settings = study_b.WLMDSettings(
+        steps=3, production_steps=0, walkers=2, checkpoint_every=3, report_every=3
+    )
+    grid = GridSpec((-10.0, 4.0), (0.0, 10.5), 14, 21)
+    out, _ = study_b.wlmd_sample(tmp_path / "wlmd", source, settings, grid=grid, starts=[source, other])
+    first, last = study_b.walk_records(out)
+    assert first["step"] == 0 and first["cosine"] == pytest.approx([1.0, 1.0])  # each at its own start
+    starts = [study_b._model_cvs(*study_b._source(s)[::2], 6.0)[0].flatten() for s in (source, other)]
+    assert torch.nn.functional.cosine_similarity(starts[0], starts[1], dim=0) < 0.99  # two different starts
+    assert min(last["cosine"]) < 1.0
+    with pytest.raises(study_b.ConfigError, match="1 starts for 2 walkers"):
+        study_b.wlmd_sample(tmp_path / "bad", source, settings, grid=grid, starts=[source])
+    wider = study_b.goldilocks(tmp_path / "p11", p=11, weight_norm=6.0, epochs=2, model_overrides=TINY)
+    with pytest.raises(study_b.ConfigError, match="another model or task"):
+        study_b.wlmd_sample(tmp_path / "bad2", source, settings, grid=grid, starts=[source, wider])
+    assert not (tmp_path / "bad").exists() and not (tmp_path / "bad2").exists()

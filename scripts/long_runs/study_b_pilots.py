@@ -1,0 +1,62 @@
+"""Study B's shorter-road pilots: run them (resumably), print the table and the rule's decision.
+
+Usage::
+
+    python scripts/long_runs/study_b_pilots.py OUT [--steps 10000] [--export DEST]
+    python scripts/long_runs/study_b_pilots.py --records DEST     # the table from committed records
+
+OUT holds the pilot AdamW models and each variant's walk (`analyses.studies.study_b_pilots`);
+re-running the same line resumes. `--export DEST` copies the compact records (no weights), from
+which `--records DEST` rebuilds the table on a fresh clone. One torch thread: the pilots time
+the process's own CPU clock, and share the machine with study A.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run or read the pilots; print the table and the decision; 0 on success."""
+    sys.path.insert(0, str(ROOT))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path, nargs="?", help="the pilots' run folder")
+    parser.add_argument("--steps", type=int, default=10_000, help="entropy steps a variant [default: 10000]")
+    parser.add_argument("--export", type=Path, default=None, help="copy the compact records here")
+    parser.add_argument("--records", type=Path, default=None, help="only print the table of these records")
+    args = parser.parse_args(argv)
+    if (args.out is None) == (args.records is None):
+        parser.error("give OUT to run the pilots, or --records DEST to read committed ones")
+    if args.steps < 100:
+        parser.error(
+            f"--steps {args.steps} is too short: at least 100 (ten records a walk, a hundred for random starts)"
+        )
+    if args.records is not None and not args.records.is_dir():
+        parser.error(f"--records {args.records} is not a folder (an --export folder of the pilots)")
+    import torch
+
+    from analyses.studies.study_b_pilots import decide, export_pilots, pilot_table, run_pilots
+    from interp.training.memory import keep_freed_memory
+
+    torch.set_num_threads(1)
+    keep_freed_memory()
+    if args.records is not None:
+        frame = pilot_table(args.records)
+        if frame.empty:
+            parser.error(f"--records {args.records} holds no pilot records (VARIANT/pilot.json)")
+    else:
+        frame = run_pilots(args.out, args.steps)
+        if args.export is not None:
+            export_pilots(args.out, args.export)
+    print(frame.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    if {"protocol-2"} <= set(frame["variant"]):
+        print("decision:", *decide(frame))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
