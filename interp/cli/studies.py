@@ -277,7 +277,7 @@ def study_b_measure(
     from analyses.studies.study_b_settings import PRESETS, settings_with
 
     overrides = _json_object(settings_json, "--settings")
-    if vectorize:
+    if vectorize and isinstance(overrides.get("wlmd", {}), dict):  # a non-object is refused below
         overrides["wlmd"] = {**overrides.get("wlmd", {}), "engine": "vectorized"}
     settings = settings_with(overrides, PRESETS[preset])
     seed_list = parse_seeds(seeds)

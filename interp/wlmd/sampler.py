@@ -324,8 +324,10 @@ class ModelCVs:
     The CVs run `forward`, by default the model's training forward `fast_readout` if it has
     one, else `readout` (for a `models.Transformer`, `models.fast_forward`: for 1 layer, tables
     for everything before attention and the readout position only, the values mixed by one
-    `embedding_bag`; no hooks run). Train and held-out rows go through one call. That the CVs and the
-    forces equal the hooked forward's to 1e-5 is tested in `tests/oracle/test_wlmd.py`.
+    `embedding_bag`; no hooks run). Train and held-out rows go through one call. The CVs work
+    under `torch.func.vmap` over stacked flat parameters (the sampler's vectorised engine).
+    That the CVs and the forces equal the hooked forward's to 1e-5 is tested in
+    `tests/oracle/test_wlmd.py`.
 
     Args:
         model: A model with `readout` (its `fast_readout` is used if present); not modified.

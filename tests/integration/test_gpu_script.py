@@ -101,3 +101,11 @@ def test_the_study_b_script_refuses_an_unknown_option(tmp_path):
         ["bash", str(STUDY_B), str(tmp_path / "b"), "--dryrun"], capture_output=True, text=True
     )
     assert result.returncode == 2 and "unknown option '--dryrun' (valid: --dry-run)" in result.stderr
+
+
+def test_study_b_measure_refuses_table_only_with_runs_only(tmp_path, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["study-b", "measure", str(tmp_path / "b"), "--table-only", "--runs-only"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "--table-only and --runs-only exclude each other" in err
+    assert not (tmp_path / "b").exists()
