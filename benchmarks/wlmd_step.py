@@ -1,7 +1,13 @@
 """Time one WLMD step of study B's `modadd-1l` model, and project a 10^5-step walk.
 
 Run: `.venv/bin/python benchmarks/wlmd_step.py [--steps 60] [--threads 1] [--walkers 1]
-[--no-hooked] [--no-keep-freed]`.
+[--no-hooked] [--no-keep-freed] [--device cpu] [--engine loop]`.
+
+On a GPU (`--device cuda --engine vectorized`, the walker engine `scripts/gpu/study_b.sh`
+uses) the CPU matmul peak is not measured and the % peak column is empty; issue 23's timed
+10-seed walk is ten of these side by side on the one GPU, e.g.
+``for s in 0 1 2 3 4 5 6 7 8 9; do python benchmarks/wlmd_step.py --device cuda --engine
+vectorized --steps 2000 --no-hooked > wlmd_gpu_$s.txt & done; wait``.
 
 A step (`interp.wlmd.sampler.Sampler.advance`, one walker): the collective variables of the
 flat parameters on all 4,489 examples of ``x + y mod 67`` (2,244 train for ``x = ln loss``,
@@ -82,9 +88,11 @@ def matmul_peaks(batch: int, d_model: int, d_mlp: int) -> tuple[float, float]:
     return big, shape
 
 
-def time_walk(cvs: ModelCVs, theta: torch.Tensor, walkers: int, steps: int) -> tuple[float, float]:
+def time_walk(
+    cvs: ModelCVs, theta: torch.Tensor, walkers: int, steps: int, engine: str = "loop"
+) -> tuple[float, float]:
     """Median seconds per sampler step (all walkers) over 5 chunks of `steps` steps, on the wall
-    clock and on the process's CPU clock.
+    clock and on the process's CPU clock (on a GPU each chunk ends in a synchronize).
     """
     x0, y0 = (float(c) for c in cvs(theta))
     config = WLMDConfig(
@@ -92,6 +100,7 @@ def time_walk(cvs: ModelCVs, theta: torch.Tensor, walkers: int, steps: int) -> t
         schedule=Schedule(ln_f_max=0.01, rise=10, plateau=WALK),
         dt=2e-4,
         radius=float(theta.norm()),
+        engine=engine,
     )
     sampler = Sampler(cvs, config, theta.expand(walkers, -1).clone())
     sampler.run(3)  # warm-up (allocator, first deposits)
@@ -100,6 +109,8 @@ def time_walk(cvs: ModelCVs, theta: torch.Tensor, walkers: int, steps: int) -> t
     for _ in range(5):
         t0, c0 = time.perf_counter(), time.process_time()
         sampler.run(chunk)
+        if theta.is_cuda:
+            torch.cuda.synchronize()
         wall.append((time.perf_counter() - t0) / chunk)
         cpu.append((time.process_time() - c0) / chunk)
     return statistics.median(wall), statistics.median(cpu)
@@ -113,6 +124,8 @@ def main() -> None:
     parser.add_argument("--walkers", type=int, default=1)
     parser.add_argument("--no-hooked", action="store_true", help="skip variant (c)")
     parser.add_argument("--no-keep-freed", action="store_true", help="leave glibc malloc as it is")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    parser.add_argument("--engine", choices=("loop", "vectorized"), default="loop", help="walker engine")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     kept = False if args.no_keep_freed else keep_freed_memory()
@@ -120,19 +133,23 @@ def main() -> None:
     task = ModAddTask(p=67, train_frac=0.5)
     model = build_model(preset_config("modadd-1l", task), seed=0)
     splits = task.splits(0)
-    train, test = splits["train"], splits["test"]
+    train, test = (_to(splits[name], args.device) for name in ("train", "test"))
+    model = model.to(args.device)
     batch, n_pos = len(train.labels) + len(test.labels), train.tokens.shape[1]
     flops = step_flops(model.cfg, batch, n_pos) * args.walkers
-    peak, peak_shape = matmul_peaks(batch, model.cfg.d_model, model.cfg.d_mlp)
+    on_cpu = torch.device(args.device).type == "cpu"
+    peak, peak_shape = matmul_peaks(batch, model.cfg.d_model, model.cfg.d_mlp) if on_cpu else (0.0, 0.0)
     print(
-        f"torch {torch.__version__}, {args.threads} thread(s), {args.walkers} walker(s), "
+        f"torch {torch.__version__}, {args.device}, engine {args.engine}, "
+        f"{args.threads} thread(s), {args.walkers} walker(s), "
         f"keep_freed_memory {kept}; modadd-1l p 67: P = {sum(p.numel() for p in model.parameters()):,}, "
         f"{batch:,} examples x {n_pos} tokens"
     )
-    print(
-        f"fp32 matmul peak: {peak / 1e9:.1f} GFLOP/s (2048^3), {peak_shape / 1e9:.1f} GFLOP/s "
-        f"([{batch}, {model.cfg.d_model}] @ [{model.cfg.d_model}, {model.cfg.d_mlp}])"
-    )
+    if on_cpu:
+        print(
+            f"fp32 matmul peak: {peak / 1e9:.1f} GFLOP/s (2048^3), {peak_shape / 1e9:.1f} GFLOP/s "
+            f"([{batch}, {model.cfg.d_model}] @ [{model.cfg.d_model}, {model.cfg.d_mlp}])"
+        )
     print(f"FLOPs of a step (counted, fast path): {flops / 1e9:.2f} GFLOP")
     variants = {
         "(a) fast_readout (study B)": ModelCVs(model, train, test),
@@ -150,17 +167,25 @@ def main() -> None:
     print("-" * len(header))
     for name, cvs in variants.items():
         steps = args.steps if not name.startswith("(c)") else max(args.steps // 3, 5)
-        for clock, sec in zip(("wall", "cpu"), time_walk(cvs, theta, args.walkers, steps)):
+        for clock, sec in zip(("wall", "cpu"), time_walk(cvs, theta, args.walkers, steps, args.engine)):
             rate = flops / sec
+            share = f"{100 * rate / peak:6.0f}%" if peak else f"{'-':>7s}"
             print(
                 f"{name if clock == 'wall' else '':40s} {clock:>5s} {sec * 1e3:8.1f} {1 / sec:8.2f} "
-                f"{rate / 1e9:8.1f} {100 * rate / peak:6.0f}% {WALK * sec / 3600:9.2f} h"
+                f"{rate / 1e9:8.1f} {share} {WALK * sec / 3600:9.2f} h"
             )
     print(
         "(GFLOP/s and % peak divide the fast path's counted FLOPs by each variant's time; the peaks "
         "are timed on the CPU clock; 'cpu' is the process's CPU time, which on a shared machine "
         f"approximates an unshared core. Target: 10^5 steps < 2 h, i.e. >= {WALK / 7200:.1f} steps/s)"
     )
+
+
+def _to(split, device: str):
+    """`split` with its tokens and labels on `device` (what the CVs read)."""
+    from dataclasses import replace
+
+    return replace(split, tokens=split.tokens.to(device), labels=split.labels.to(device))
 
 
 if __name__ == "__main__":

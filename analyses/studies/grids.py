@@ -259,7 +259,9 @@ else:
     # both models, the headline's seed indices 0-4 (sweep seed 400: the same training sets and
     # initialisations as its first five seeds, only r differs), 3,000 epochs. The rule and the
     # inverted shortcut are told apart by val accuracy (`study_a_stats.outcome`).
-    GRIDS["study-a-below-chance"] = dataclasses.replace(GRIDS["study-a-headline"], axes={"r": [0.15]}, seeds=5)
+    GRIDS["study-a-below-chance"] = dataclasses.replace(
+        GRIDS["study-a-headline"], axes={"r": [0.15]}, seeds=5
+    )
 
 
 def grid_from_dict(data: dict[str, Any]) -> Grid:

@@ -39,7 +39,7 @@ from analyses.rank import compute as rank
 from analyses.studies.study_b_settings import WLMDSettings
 from analyses.subject import load_subject
 from interp.errors import ConfigError
-from interp.splits import split_digests
+from interp.splits import Split, split_digests
 from interp.store import checkpoint_dir, list_checkpoints
 from interp.store.atomic import atomic_write_json
 from interp.store.run_folder import read_metrics
@@ -65,9 +65,12 @@ def goldilocks(
     data_seed: int = 0,
     model_overrides: Mapping[str, Any] | None = None,
     progress: bool = False,
+    device: str = "cpu",
     **train_kwargs: Any,
 ) -> Path:
-    """Train study B's AdamW-goldilocks model (`modadd-1l`, projected onto ``||w|| = weight_norm``)."""
+    """Train study B's AdamW-goldilocks model (`modadd-1l`, projected onto ``||w|| = weight_norm``)
+    on `device`.
+    """
     task = ModAddTask(p=p, train_frac=train_frac)
     model = build_model(preset_config("modadd-1l", task, **dict(model_overrides or {})), seed=seed)
     config = TrainConfig(
@@ -79,7 +82,7 @@ def goldilocks(
         data_seed=data_seed,
         **train_kwargs,
     )
-    train(out, model, task, config, progress=progress)
+    train(out, model, task, config, device=device, progress=progress)
     return Path(out)
 
 
@@ -100,8 +103,11 @@ def source_cvs(source: str | Path, k: float = 6.0) -> tuple[float, float]:
 
 
 def _model_cvs(
-    model: torch.nn.Module, config: dict[str, Any], k: float
+    model: torch.nn.Module, config: dict[str, Any], k: float, device: str = "cpu"
 ) -> tuple[ModelCVs, ModAddTask, dict[str, Any]]:
+    """The CVs of `model` (moved to `device`) on its run's train and test splits (on `device`);
+    the task and its splits (on the CPU, for their digests).
+    """
     if config["task"].get("name") != "modadd":
         raise ConfigError(
             f"study B's WLMD needs a modular-addition run, not task {config['task'].get('name')!r}"
@@ -110,7 +116,15 @@ def _model_cvs(
     splits = task.splits(config["train"]["data_seed"])
     # ModelCVs' default forward is the fast training forward (`models.fast_forward`): a 1-layer
     # model's readout attention mixes its values with one embedding_bag, no hooks run.
-    return ModelCVs(model, splits["train"], splits["test"], k=k), task, splits
+    on = {name: _to(splits[name], device) for name in ("train", "test")}
+    return ModelCVs(model.to(device), on["train"], on["test"], k=k), task, splits
+
+
+def _to(split: Split, device: str) -> Split:
+    """`split` with its tokens and labels on `device` (what the CVs read)."""
+    if torch.device(device).type == "cpu":
+        return split
+    return replace(split, tokens=split.tokens.to(device), labels=split.labels.to(device))
 
 
 def wlmd_sample(
@@ -122,6 +136,7 @@ def wlmd_sample(
     schedule: Schedule | None = None,
     window: tuple[float, float, float, float] | None = None,
     starts: Sequence[str | Path] | None = None,
+    device: str = "cpu",
 ) -> tuple[Path, list[Path]]:
     """WLMD from the model of `source` on its sphere: entropy phase into ``out/entropy``,
     production into ``out/samples`` (one checkpoint per snapshot in the window).
@@ -131,10 +146,11 @@ def wlmd_sample(
     `schedule` give absolute ones. The radius is the source run's `weight_norm` (or its
     current norm). Every walker starts at the source model, or walker i at the model of
     ``starts[i]`` (runs or checkpoints of the same model and task, one per walker; the walk
-    records each walker's cosine to its own start).
+    records each walker's cosine to its own start). The walk runs on `device`
+    (`settings.engine` chooses how the walkers move).
     """
     model, ckpt, config = _source(source)
-    cvs, task, splits = _model_cvs(model, config, settings.k)
+    cvs, task, splits = _model_cvs(model, config, settings.k, device)
     theta = cvs.flatten()
     radius = config["train"].get("weight_norm") or float(theta.norm())
     x0, y0 = cvs(theta).tolist()
@@ -148,13 +164,16 @@ def wlmd_sample(
         radius=radius,
         share_every=settings.share_every,
         seed=settings.seed,
+        engine=settings.engine,
     )
     walk = {"data_seed": config["train"]["data_seed"], "loss": "cross_entropy", "weight_norm": radius}
     folder_config = run_config(model, task, walk, source=str(ckpt.path))
     digests = split_digests(splits)
     out = Path(out)
     start = (
-        theta.expand(settings.walkers, -1).clone() if starts is None else _starts(starts, config, settings)
+        theta.expand(settings.walkers, -1).clone()
+        if starts is None
+        else _starts(starts, config, settings, device)
     )
     sampler = _entropy_phase(out, folder_config, cvs, start, wcfg, settings, digests)
     samples = wlmd_produce(
@@ -171,7 +190,9 @@ def wlmd_sample(
     return out, samples
 
 
-def _starts(starts: Sequence[str | Path], config: Mapping[str, Any], settings: WLMDSettings) -> torch.Tensor:
+def _starts(
+    starts: Sequence[str | Path], config: Mapping[str, Any], settings: WLMDSettings, device: str
+) -> torch.Tensor:
     """The flat parameters `[walkers, P]` of one start model per walker, checked against the source's config."""
     if len(starts) != settings.walkers:
         raise ConfigError(f"{len(starts)} starts for {settings.walkers} walkers", "give one start per walker")
@@ -183,7 +204,7 @@ def _starts(starts: Sequence[str | Path], config: Mapping[str, Any], settings: W
                 f"start {path} is another model or task than the source's",
                 "start every walker on the same task",
             )
-        rows.append(_model_cvs(model, other, settings.k)[0].flatten())
+        rows.append(_model_cvs(model, other, settings.k, device)[0].flatten())
     return torch.stack(rows)
 
 
@@ -254,8 +275,10 @@ def inject(
     keep_norm: bool = True,
     seed: int = 0,
     progress: bool = False,
+    device: str = "cpu",
 ) -> dict[str, Any]:
-    """Extend the vocabulary of `source`'s model by `k` tokens and fine-tune on train + `noise`.
+    """Extend the vocabulary of `source`'s model by `k` tokens and fine-tune on train + `noise`
+    (on `device`).
 
     Returns `interp.training.finetune.finetune`'s summary (``reached``, ``steps``, ``final``, ...).
     """
@@ -280,7 +303,7 @@ def inject(
         "norm_source": trainable_norm(model),
         "norm_extended": norm,
     }
-    return finetune(out, extended, task, cfg, extra=extra, progress=progress)
+    return finetune(out, extended, task, cfg, extra=extra, device=device, progress=progress)
 
 
 def forgetting_figure(runs: Mapping[str, str | Path]) -> go.Figure:

@@ -51,8 +51,10 @@ REFERENCE = {"adamw": "< 0.75 (random)", "wlmd": "~0.95 (0.95-0.98, random)"}
 RANK_MATRICES = ("W_Q", "W_K", "W_V", "W_O", "W_in", "W_out", "W_E", "W_U")
 
 
-def wlmd_samples(folder: str | Path, adamw: str | Path, seed: int, settings: StudyBSettings) -> list[Path]:
-    """WLMD from `adamw` on the narrow grid into ``folder`` (reused if its production is DONE).
+def wlmd_samples(
+    folder: str | Path, adamw: str | Path, seed: int, settings: StudyBSettings, device: str = "cpu"
+) -> list[Path]:
+    """WLMD from `adamw` on the narrow grid into ``folder`` (reused if its production is DONE), on `device`.
 
     Returns:
         The sample checkpoint folders (possibly none).
@@ -60,11 +62,13 @@ def wlmd_samples(folder: str | Path, adamw: str | Path, seed: int, settings: Stu
     folder = Path(folder)
     if is_done(folder / "samples"):
         return [checkpoint_dir(folder / "samples", s) for s in list_checkpoints(folder / "samples")]
-    _, samples = wlmd_sample(folder, adamw, dataclasses.replace(settings.wlmd, seed=seed))
+    _, samples = wlmd_sample(folder, adamw, dataclasses.replace(settings.wlmd, seed=seed), device=device)
     return samples
 
 
-def run_seed(out: str | Path, seed: int, settings: StudyBSettings = StudyBSettings()) -> Path:
+def run_seed(
+    out: str | Path, seed: int, settings: StudyBSettings = StudyBSettings(), device: str = "cpu"
+) -> Path:
     """Goldilocks AdamW -> WLMD sample -> 3 noise types x 2 models of injection, for one seed.
 
     Every step resumes, or is skipped when its folder is complete. The injected WLMD model is
@@ -75,6 +79,8 @@ def run_seed(out: str | Path, seed: int, settings: StudyBSettings = StudyBSettin
         out: The parent folder; this seed writes ``out/seed_<seed>/{adamw, wlmd, inject-*}``.
         seed: Model init seed, WLMD seed and seed of the new embedding rows (data seed 0).
         settings: Every other setting.
+        device: Where every step trains and walks (``"cpu"``, ``"cuda"``, ...); checkpoints are
+            stored on the CPU.
 
     Returns:
         The seed folder.
@@ -89,8 +95,9 @@ def run_seed(out: str | Path, seed: int, settings: StudyBSettings = StudyBSettin
         lr=settings.lr,
         seed=seed,
         model_overrides=settings.model_overrides,
+        device=device,
     )
-    samples = wlmd_samples(folder / "wlmd", adamw, seed, settings)
+    samples = wlmd_samples(folder / "wlmd", adamw, seed, settings, device)
     if not samples:
         warnings.warn(
             f"seed {seed}: no WLMD sample in the window; only the AdamW model is injected", stacklevel=2
@@ -107,6 +114,7 @@ def run_seed(out: str | Path, seed: int, settings: StudyBSettings = StudyBSettin
                 config=cfg,
                 keep_norm=settings.injection_keep_norm,
                 seed=seed,
+                device=device,
             )
     return folder
 
@@ -249,9 +257,12 @@ def rank_table(out: str | Path, noise: str = "random") -> pd.DataFrame:
 
 
 def measure(
-    out: str | Path, seeds: Sequence[int] = (0, 1, 2), settings: StudyBSettings = StudyBSettings()
+    out: str | Path,
+    seeds: Sequence[int] = (0, 1, 2),
+    settings: StudyBSettings = StudyBSettings(),
+    device: str = "cpu",
 ) -> pd.DataFrame:
-    """Run the protocol for every seed (resuming finished steps) and return `table`'s rows.
+    """Run the protocol for every seed (resuming finished steps) on `device` and return `table`'s rows.
 
     The settings are written to ``out/settings.json`` (a folder measured with other settings is
     refused: its tables would mix two protocols).
@@ -270,7 +281,7 @@ def measure(
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(path, wanted)
     for seed in seeds:
-        run_seed(out, seed, settings)
+        run_seed(out, seed, settings, device)
     return table(out)
 
 

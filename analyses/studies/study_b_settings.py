@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from interp.config import check_bool, check_int, check_real, from_dict, param, to_dict
+from interp.config import check_bool, check_choice, check_int, check_real, from_dict, param, to_dict
 from interp.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -65,6 +65,13 @@ class WLMDSettings:
         1000,
         "Record each walker's cosine to the start, the histogram's flatness and S's change every this many steps.",
     )
+    engine: str = param(
+        "loop",
+        "How the walkers move: loop (one after the other) or vectorized (every walker's CVs and force "
+        "in one vmap forward and backward: for a GPU). They agree only up to rounding, so a walk "
+        "resumes only with the engine it started with.",
+        added=True,
+    )
 
     def __post_init__(self) -> None:
         owner = "WLMDSettings"
@@ -89,6 +96,7 @@ class WLMDSettings:
         for name in ("dt", "kT", "k", "ln_f_max", "x_below", "x_above"):
             check_real(owner, name, getattr(self, name), 0, float("inf"), low_open=True)
         check_real(owner, "gamma", self.gamma, 0, 1, low_open=True)
+        check_choice(owner, "engine", self.engine, ("loop", "vectorized"))
         check_real(owner, "window_x", self.window_x, 0, float("inf"))
         check_real(owner, "y_low", self.y_low, float("-inf"), Y_TOP, high_open=True)
         if not isinstance(self.bins, tuple) or len(self.bins) != 2:

@@ -188,8 +188,9 @@ def inject(ckpt: str, out: str, keep_norm: bool, seed: int, no_progress: bool, *
     required=True,
     help="Folder: OUT/entropy (resumable) and OUT/samples.",
 )
+@click.option("--device", default="cpu", show_default=True, help="cpu, cuda, cuda:1, ...")
 @_WLMD_OPTIONS
-def wlmd(ckpt: str, out: str, **options: Any) -> None:
+def wlmd(ckpt: str, out: str, device: str, **options: Any) -> None:
     """Study B: Wang-Landau molecular dynamics on the weight sphere; save equilibrium samples.
 
     \b
@@ -197,11 +198,15 @@ def wlmd(ckpt: str, out: str, **options: Any) -> None:
       interp wlmd --ckpt runs/b-adamw --out runs/b-wlmd --steps 200000 --production-steps 50000
       interp wlmd --ckpt runs/b-adamw --out runs/b-wlmd --steps 2000 --production-steps 500 --walkers 1 \\
           --x-below 0.75 --x-above 0.25 --y-low 9.5 --bins 4 7 --max-samples 4    # the CPU-scale protocol
+      interp wlmd --ckpt runs/b-adamw --out runs/b-wlmd-gpu --walkers 8 --engine vectorized --device cuda
     """
+    settings = from_dict(WLMDSettings, given(options, _WLMD_OPTIONS.names), where="the wlmd options")
+    from interp.cli.train import check_device
+
+    check_device(device)
     from analyses.studies.study_b import wlmd_sample
 
-    settings = from_dict(WLMDSettings, given(options, _WLMD_OPTIONS.names), where="the wlmd options")
-    folder, samples = wlmd_sample(out, ckpt, settings)
+    folder, samples = wlmd_sample(out, ckpt, settings, device=device)
     click.echo(f"{len(samples)} samples in the target window under {folder / 'samples'}")
 
 
@@ -238,6 +243,18 @@ def study_b() -> None:
     default=None,
     help="Also write the compact records (no weights) here, e.g. results/study-b/protocol-2.",
 )
+@click.option("--device", default="cpu", show_default=True, help="cpu, cuda, cuda:1, ...")
+@click.option(
+    "--vectorize",
+    is_flag=True,
+    help="Move the walkers with the vectorised engine (settings wlmd.engine = vectorized; for a GPU).",
+)
+@click.option(
+    "--runs-only",
+    is_flag=True,
+    help="Only run the seeds; skip the tables, figures and export (seeds running side by side, "
+    "with one --table-only command after them: scripts/gpu/study_b.sh).",
+)
 def study_b_measure(
     out: str,
     seeds: str,
@@ -246,12 +263,29 @@ def study_b_measure(
     threads: int,
     preset: str,
     export_dir: str | None,
+    device: str,
+    vectorize: bool,
+    runs_only: bool,
 ) -> None:
-    """Goldilocks AdamW -> WLMD sample -> injection of each noise type, per seed; then the tables."""
+    """Goldilocks AdamW -> WLMD sample -> injection of each noise type, per seed; then the tables.
+
+    \b
+    Examples:
+      interp study-b measure runs/study-b-2 --seeds 0-2 --preset protocol-2 --export results/study-b/protocol-2
+      interp study-b measure runs/b-gpu --seeds 3 --preset protocol-2 --device cuda --vectorize --runs-only
+    """
     from analyses.studies.study_b_settings import PRESETS, settings_with
 
-    settings = settings_with(_json_object(settings_json, "--settings"), PRESETS[preset])
+    overrides = _json_object(settings_json, "--settings")
+    if vectorize and isinstance(overrides.get("wlmd", {}), dict):  # a non-object is refused below
+        overrides["wlmd"] = {**overrides.get("wlmd", {}), "engine": "vectorized"}
+    settings = settings_with(overrides, PRESETS[preset])
     seed_list = parse_seeds(seeds)
+    if table_only and runs_only:
+        raise ConfigError("--table-only and --runs-only exclude each other", "give one of them")
+    from interp.cli.train import check_device
+
+    check_device(device)
     import torch
 
     from analyses.studies import study_b_measure as measured
@@ -261,7 +295,10 @@ def study_b_measure(
         from interp.training.memory import keep_freed_memory
 
         keep_freed_memory()  # long full-batch loops reuse the same buffers (benchmarks/wlmd_step.py)
-        measured.measure(out, seed_list, settings)
+        measured.measure(out, seed_list, settings, device)
+    if runs_only:
+        click.echo(f"seeds {seeds} measured in {out}")
+        return
     click.echo(measured.write_tables(out).read_text())
     click.echo(f"figures: {len(measured.write_figures(out))} HTML files in {out}/seed_*/")
     if export_dir is not None:

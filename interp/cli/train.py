@@ -74,7 +74,8 @@ def _spec_from_run(run_dir: Path) -> RunSpec:
     return RunSpec(run_dir, config["model"], config["task"], config["train"])
 
 
-def _check_device(device: str) -> None:
+def check_device(device: str) -> None:
+    """Refuse a `--device` torch cannot parse, or a GPU torch does not see (ConfigError, exit 2)."""
     import torch
 
     try:
@@ -107,7 +108,7 @@ def train_runs(
     from interp.sweep.executors import LocalExecutor
     from interp.sweep.specs import run_sweep
 
-    _check_device(device)
+    check_device(device)
     check_specs_memory(specs, together=vectorize)  # up front: too large is refused before any trains
     if vectorize:
         return _train_vectorized(specs, device=device, threads=threads, progress=progress)

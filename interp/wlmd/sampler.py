@@ -22,6 +22,19 @@ Study B's equilibrium models are samples of WLMD on the sphere ``||theta|| = R``
 * the whole state (``S``, histograms, positions, velocities, forces, RNG, step, schedule) is a
   dict of tensors and numbers: checkpointed through `interp.store.checkpoint`, resumed bit-identically.
 
+Two engines move the walkers (`WLMDConfig.engine`). ``"loop"`` (the default) moves them one
+after the other, each with its own forward and backward through the CVs. ``"vectorized"``
+computes every walker's CVs in one `torch.func.vmap` forward over the stacked flat parameters
+``[n_walkers, P]`` and every force ``-kT grad S`` in one backward, then does the per-walker
+bookkeeping (wall reflection, deposits, histograms) as the loop does, drawing the same noise in
+the same order: the way to fill a GPU. It is opt-in and recorded because the two agree only up
+to rounding (batched matmuls sum in another order; equal to 1e-10 in float64, tested in
+`tests/oracle/test_wlmd_vectorized.py`), so a walk resumes bit-identically only with the engine
+it started with: a run folder records a vectorised walk's engine (a folder without one is a
+loop walk, as every walk before the field) and `wlmd_run` refuses to resume it with the other.
+The state lives on the device of the start (or the `device` given on resume); ``S``, ``H``,
+the CVs and the RNG stay on the CPU.
+
 `wlmd_run` runs the entropy phase into a run folder; `wlmd_produce` samples with ``S`` frozen
 and saves snapshots in a target window as ordinary checkpoints any analysis can open.
 """
@@ -37,13 +50,17 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from interp.config import to_dict
-from interp.errors import CheckpointError
+from interp.config import check_choice, param, to_dict
+from interp.errors import CheckpointError, ConfigError
+from interp.metrics import full_precision
 from interp.splits import Split
 from interp.store.session import RunSession, open_run
 from interp.wlmd.grid import GridSpec, OutOfGrid, Schedule, deposit, flatness, interpolate
 
 CV = Callable[[Tensor], Tensor]  # theta [P] -> (x, y) [2], differentiable
+
+ENGINES = ("loop", "vectorized")
+"""How a sampler moves its walkers (`WLMDConfig.engine`; the module docstring says why both)."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +77,8 @@ class WLMDConfig:
         radius: Sphere ``||theta|| = radius``, or None for no constraint.
         share_every: Walkers average their S every this many steps.
         seed: Seed of initial velocities and thermostat noise.
+        engine: ``"loop"`` (walkers one after the other) or ``"vectorized"`` (every walker's CVs
+            and force in one vmap forward and backward; the CV function must be vmap-able).
     """
 
     grid: GridSpec
@@ -71,6 +90,10 @@ class WLMDConfig:
     radius: float | None = None
     share_every: int = 100
     seed: int = 0
+    engine: str = param("loop", "loop or vectorized (see ENGINES).", added=True)
+
+    def __post_init__(self) -> None:
+        check_choice("WLMDConfig", "engine", self.engine, ENGINES)
 
 
 class Sampler:
@@ -79,8 +102,11 @@ class Sampler:
     Args:
         cv: Maps a flat parameter vector [P] to its collective variables [2], differentiably.
         config: The settings.
-        theta0: Initial positions [n_walkers, P] (projected onto the sphere if `radius`).
+        theta0: Initial positions [n_walkers, P] (projected onto the sphere if `radius`); the
+            walk runs on their device.
         state: A `state_dict()` to resume from instead (then `theta0` is ignored).
+        device: With `state`: the device of positions, velocities and forces (default: the
+            state's own, the CPU after a checkpoint load).
 
     Raises:
         OutOfGrid: If a walker starts outside the grid.
@@ -93,10 +119,11 @@ class Sampler:
         theta0: Tensor | None = None,
         *,
         state: Mapping[str, Any] | None = None,
+        device: str | torch.device | None = None,
     ) -> None:
         self.cv_fn, self.config, self.spec = cv, config, config.grid
         if state is not None:
-            self._load(state)
+            self._load(state, device)
             return
         n = theta0.shape[0]
         self.gen = torch.Generator().manual_seed(config.seed)
@@ -106,18 +133,24 @@ class Sampler:
         self.S = torch.zeros(n, self.spec.n_x, self.spec.n_y, dtype=torch.float64)
         self.H = torch.zeros_like(self.S)
         self.step, self.ln_f, self.halvings, self.walls, self.frozen = 0, config.schedule.ln_f0, 0, 0, False
-        self.cv = torch.zeros(n, 2, dtype=torch.float64)
-        self.force = torch.zeros_like(self.theta)
+        if config.engine == "vectorized":
+            self.cv, self.force, inside = self._cv_force_all(self.theta)
+            outside = [w for w in range(n) if not inside[w]]
+        else:
+            self.cv = torch.zeros(n, 2, dtype=torch.float64)
+            self.force = torch.zeros_like(self.theta)
+            outside = []
+            for w in range(n):
+                cv_w, f_w = self._cv_force(self.theta[w], self.S[w])
+                if cv_w is None:
+                    outside.append(w)
+                    break
+                self.cv[w], self.force[w] = cv_w, f_w
+        if outside:
+            raise OutOfGrid(f"walker {outside[0]} starts outside the grid (widen the grid or move the start)")
         self.v = torch.zeros_like(self.theta)
         for w in range(n):
-            cv_w, f_w = self._cv_force(self.theta[w], self.S[w])
-            if cv_w is None:
-                raise OutOfGrid(f"walker {w} starts outside the grid (widen the grid or move the start)")
-            self.cv[w], self.force[w] = cv_w, f_w
-            self.v[w] = self._tangent(
-                torch.randn(self.theta.shape[1], generator=self.gen, dtype=self.theta.dtype) * config.kT**0.5,
-                self.theta[w],
-            )
+            self.v[w] = self._tangent(self._noise(self.theta[w]) * config.kT**0.5, self.theta[w])
 
     @property
     def n_walkers(self) -> int:
@@ -141,9 +174,11 @@ class Sampler:
             "frozen": self.frozen,
         }
 
-    def _load(self, state: Mapping[str, Any]) -> None:
+    def _load(self, state: Mapping[str, Any], device: str | torch.device | None) -> None:
         for key in ("theta", "v", "force", "cv", "S", "H"):
             setattr(self, key, state[key].clone())
+        if device is not None:  # S, H and the CVs stay on the CPU (per-walker bookkeeping)
+            self.theta, self.v, self.force = (t.to(device) for t in (self.theta, self.v, self.force))
         self.gen = torch.Generator()
         self.gen.set_state(state["rng"])
         self.step, self.ln_f, self.halvings = int(state["step"]), float(state["ln_f"]), int(state["halvings"])
@@ -170,8 +205,12 @@ class Sampler:
     def advance(self) -> None:
         """One step of every walker, the S deposits, sharing and the schedule."""
         ln_f, cfg = self.current_ln_f(), self.config
+        vectorized = cfg.engine == "vectorized"
+        if vectorized:
+            self._move_all()
         for w in range(self.n_walkers):
-            self._move(w)
+            if not vectorized:
+                self._move(w)
             if not self.frozen:
                 i, j = self.spec.index(*self.cv[w].tolist())
                 self.H[w, i, j] += 1
@@ -204,6 +243,10 @@ class Sampler:
         grad = torch.zeros_like(theta) if grad is None else grad
         return cv.detach().double(), -self.config.kT * grad.detach()
 
+    def _noise(self, like: Tensor) -> Tensor:
+        """A standard normal vector shaped like `like` [P], from the CPU generator, on its device."""
+        return torch.randn(like.shape, generator=self.gen, dtype=like.dtype).to(like.device)
+
     def _move(self, w: int) -> None:
         cfg = self.config
         theta, v, force = self.theta[w], self.v[w], self.force[w]
@@ -217,9 +260,62 @@ class Sampler:
             self.walls += 1
         else:
             v = self._tangent(v + 0.5 * cfg.dt * new_force, new)
-        noise = self._tangent(torch.randn(new.shape, generator=self.gen, dtype=new.dtype), new)
+        noise = self._tangent(self._noise(new), new)
         v = (1 - cfg.gamma) * v + (cfg.gamma * (2 - cfg.gamma) * cfg.kT) ** 0.5 * noise
         self.theta[w], self.v[w], self.force[w], self.cv[w] = new, v, new_force, cv
+
+    def _tangent_rows(self, v: Tensor, theta: Tensor) -> Tensor:
+        """`_tangent` of every row: v, theta [n_walkers, P]."""
+        if self.config.radius is None:
+            return v
+        return v - (v * theta).sum(1, keepdim=True) / (theta * theta).sum(1, keepdim=True) * theta
+
+    def _cv_force_all(self, theta: Tensor) -> tuple[Tensor, Tensor, list[bool]]:
+        """Every walker's CVs (float64 [n, 2], CPU), force ``-kT grad S`` [n, P] and whether it
+        is inside the grid, from one vmap forward and one backward (the vectorised engine).
+
+        ``dS/d(x, y)`` is taken per walker on the CPU (a few bilinear weights), then pulled back
+        through the batched CV graph in one backward: walkers are independent, so the gradient
+        of ``sum_w <dS/dcv_w, cv_w>`` in ``theta_w`` is walker w's own. Outside the grid the
+        force is 0 (the wall keeps the previous one).
+        """
+        with torch.enable_grad():
+            t = theta.detach().requires_grad_(True)
+            cv = torch.func.vmap(self.cv_fn)(t)
+            values = cv.detach().double().cpu()
+            inside = [self.spec.contains(*row) for row in values.tolist()]
+            slope = torch.zeros_like(values)
+            for w in range(len(inside)):
+                if inside[w]:
+                    point = values[w].clone().requires_grad_(True)
+                    s = interpolate(self.S[w], self.spec, point)
+                    if s.requires_grad:
+                        (slope[w],) = torch.autograd.grad(s, point)
+            grad = None
+            if any(inside) and cv.requires_grad:
+                (grad,) = torch.autograd.grad(cv, t, slope.to(cv), allow_unused=True)
+        grad = torch.zeros_like(theta) if grad is None else grad
+        return values, -self.config.kT * grad.detach(), inside
+
+    def _move_all(self) -> None:
+        """One step of every walker at once: `_move` of each, with one batched force evaluation."""
+        cfg = self.config
+        theta, force = self.theta, self.force
+        v = self._tangent_rows(self.v + 0.5 * cfg.dt * force, theta)
+        new = theta + cfg.dt * v
+        if cfg.radius is not None:
+            new = new * (cfg.radius / new.norm(dim=1, keepdim=True))
+        cv, new_force, inside = self._cv_force_all(new)
+        keep = torch.tensor(inside, device=theta.device)[:, None]
+        # The wall (rows outside the grid): undo the drift, reverse the velocity, keep the force.
+        new, new_force = torch.where(keep, new, theta), torch.where(keep, new_force, force)
+        v = torch.where(keep, self._tangent_rows(v + 0.5 * cfg.dt * new_force, new), -v)
+        cv = torch.where(keep.cpu(), cv, self.cv)
+        self.walls += inside.count(False)
+        # The same draws in the same order as the loop (walker 0's noise first).
+        noise = self._tangent_rows(torch.stack([self._noise(row) for row in new]), new)
+        v = (1 - cfg.gamma) * v + (cfg.gamma * (2 - cfg.gamma) * cfg.kT) ** 0.5 * noise
+        self.theta, self.v, self.force, self.cv = new, v, new_force, cv
 
 
 class ModelCVs:
@@ -228,8 +324,10 @@ class ModelCVs:
     The CVs run `forward`, by default the model's training forward `fast_readout` if it has
     one, else `readout` (for a `models.Transformer`, `models.fast_forward`: for 1 layer, tables
     for everything before attention and the readout position only, the values mixed by one
-    `embedding_bag`; no hooks run). Train and held-out rows go through one call. That the CVs and the
-    forces equal the hooked forward's to 1e-5 is tested in `tests/oracle/test_wlmd.py`.
+    `embedding_bag`; no hooks run). Train and held-out rows go through one call. The CVs work
+    under `torch.func.vmap` over stacked flat parameters (the sampler's vectorised engine).
+    That the CVs and the forces equal the hooked forward's to 1e-5 is tested in
+    `tests/oracle/test_wlmd.py`.
 
     Args:
         model: A model with `readout` (its `fast_readout` is used if present); not modified.
@@ -257,6 +355,11 @@ class ModelCVs:
         same_shape = train.tokens.shape[1:] == heldout.tokens.shape[1:]
         self._tokens = torch.cat([train.tokens, heldout.tokens]) if same_shape else None
 
+    @property
+    def device(self) -> torch.device:
+        """The device of the model's parameters (and of the flat vectors the CVs take)."""
+        return next(p.device for _, p in self.model.named_parameters())
+
     def flatten(self) -> Tensor:
         """The model's current parameters as one vector [P]."""
         return torch.cat([p.detach().flatten() for _, p in self.model.named_parameters() if p.requires_grad])
@@ -280,11 +383,11 @@ class ModelCVs:
         """The collective variables ``(x, y)`` [2] of the flat parameters `theta` [P], differentiably."""
         params = {f"model.{k}": v for k, v in self.unflatten(theta).items()}
         if self._tokens is not None:
-            both = torch.func.functional_call(self._call, params, (self._tokens,)).float()
+            both = full_precision(torch.func.functional_call(self._call, params, (self._tokens,)))
             logits, held = both[: len(self.train.labels)], both[len(self.train.labels) :]
         else:
-            logits = torch.func.functional_call(self._call, params, (self.train.tokens,)).float()
-            held = torch.func.functional_call(self._call, params, (self.heldout.tokens,)).float()
+            logits = full_precision(torch.func.functional_call(self._call, params, (self.train.tokens,)))
+            held = full_precision(torch.func.functional_call(self._call, params, (self.heldout.tokens,)))
         x = F.cross_entropy(logits, self.train.labels).log()
         return torch.stack([x, 10 * torch.sigmoid(self.k * margins(held, self.heldout.labels)).mean()])
 
@@ -325,12 +428,18 @@ def wlmd_run(
     Checkpoints hold walker 0's model state dict (so analyses open them) and the whole sampler
     state under ``train_state["wlmd"]``; `metrics.jsonl` logs ln f, flatness, walls and each
     walker's (x, y) every `log_every` steps. `digests` (of the splits the CVs are measured on)
-    are stored with every checkpoint and checked on resume, as for training runs.
+    are stored with every checkpoint and checked on resume, as for training runs. The walk runs
+    on the device of `cvs`' model (and `theta0`).
+
+    Raises:
+        ConfigError: If `run_dir` holds a walk of the other engine (`check_walk_engine`), or
+            another config.
     """
+    check_walk_engine(run_dir, config.engine)
     with open_run(run_dir, {**run_config, "wlmd": to_dict(config)}, digests) as run:
         ckpt = run.resume()
         if ckpt is not None:
-            sampler = Sampler(cvs, config, state=ckpt.train_state["wlmd"])
+            sampler = Sampler(cvs, config, state=ckpt.train_state["wlmd"], device=cvs.device)
         else:
             sampler = Sampler(cvs, config, theta0)
             _save(run, sampler, cvs, meta)
@@ -349,6 +458,30 @@ def wlmd_run(
             if sampler.step % checkpoint_every == 0 or sampler.step == steps:
                 _save(run, sampler, cvs, meta)
     return sampler
+
+
+def check_walk_engine(run_dir: str | Path, engine: str) -> None:
+    """Refuse to resume a walk with another engine than the one its run folder records.
+
+    The engines agree only up to rounding, so a walk that switched half-way would resume
+    bit-identically with neither. A folder without a config passes; one whose ``wlmd`` section
+    has no ``engine`` was walked by the loop (every walk before the field).
+
+    Raises:
+        ConfigError: Naming the folder, the engine it records and the one asked for.
+    """
+    from interp.store.run_folder import CONFIG_FILE, read_config
+
+    if not (Path(run_dir) / CONFIG_FILE).exists():
+        return
+    wlmd = read_config(run_dir).get("wlmd")
+    recorded = wlmd.get("engine", "loop") if isinstance(wlmd, Mapping) else "loop"
+    if recorded != engine:
+        raise ConfigError(
+            f"{run_dir} is a walk of the {recorded} engine, not the {engine} one: the engines agree "
+            "only up to rounding, so a walk resumes with the engine it started with",
+            f"resume it with engine {recorded!r}" + (" (--vectorize)" if recorded == "vectorized" else ""),
+        )
 
 
 def _save(run: RunSession, sampler: Sampler, cvs: ModelCVs, meta: Mapping[str, Any] | None) -> None:
@@ -393,6 +526,8 @@ def wlmd_produce(
         The checkpoint folders written.
     """
     production = {"window": list(window), "steps": steps, "every": every, "max_samples": max_samples}
+    if sampler.config.engine != "loop":  # recorded as the entropy phase records it: only when not the loop
+        production["engine"] = sampler.config.engine
     with open_run(out_dir, {**run_config, "wlmd_production": production}, digests) as run:
         if run.checkpoints() or run.finished() is not None:
             raise CheckpointError(
