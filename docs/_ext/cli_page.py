@@ -52,11 +52,16 @@ def section(name: str, command: click.Command, ctx: click.Context) -> str:
             rows.append(f"| `{param.name.upper()}` | argument | | |")
             continue
         flags = ", ".join(f"`{o}`" for o in [*param.opts, *param.secondary_opts])
-        default = (
-            ""
-            if param.default is None or param.is_flag and param.default is False
-            else f"`{param.default!r}`"
+        value = param.get_default(ctx, call=False)
+        # click leaves an unset default as its own sentinel (required and repeatable options).
+        unset = (
+            value is None
+            or type(value).__name__ == "Sentinel"
+            or value == ()
+            or param.is_flag
+            and value is False
         )
+        default = "" if unset else f"`{value!r}`"
         kind = "flag" if param.is_flag else param.type.name + (f" x {param.nargs}" if param.nargs > 1 else "")
         rows.append(f"| {flags} | {_cell(kind)} | {default} | {_cell(param.help or '')} |")
     text = (command.help or "").replace("\b\n", "")

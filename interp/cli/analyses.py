@@ -77,15 +77,17 @@ def analysis_command(name: str) -> click.Command:
 @click.option("--run", "run_dir", type=click.Path(file_okay=False), required=True, help="A run folder.")
 @click.option(
     "--analysis",
-    default=None,
-    help="A registered analysis to evolve (without it, the old spelling of `interp study-a evolution`, "
-    "until the next release).",
+    "analyses",
+    multiple=True,
+    help="A registered analysis to evolve; repeat it for several series in one pass (imports and the run "
+    "opened once). Without it, the old spelling of `interp study-a evolution`, until the next release.",
 )
 @click.option(
     "--param",
     "params",
     multiple=True,
-    help="An analysis parameter, NAME=VALUE (repeatable), e.g. split=train or frequencies=14,35.",
+    help="An analysis parameter, NAME=VALUE (repeatable), e.g. split=train or frequencies=14,35; it sets "
+    "NAME in every --analysis given, ANALYSIS.NAME=VALUE (e.g. grads.split=train) in that one only.",
 )
 @click.option(
     "--checkpoints",
@@ -103,22 +105,24 @@ def analysis_command(name: str) -> click.Command:
 def evolve(
     ctx: click.Context,
     run_dir: str,
-    analysis: str | None,
+    analyses: tuple[str, ...],
     params: tuple[str, ...],
     checkpoints: str | None,
     out: str | None,
     no_progress: bool,
 ) -> None:
-    """Run a registered analysis over every checkpoint of a run (results cached per step), and
-    write its table (one row per step and measure) as OUT/ANALYSIS.csv.
+    """Run registered analyses over every checkpoint of a run (results cached per step), and
+    write each one's table (one row per step and measure) as OUT/ANALYSIS.csv.
 
     \b
     Examples:
       interp evolve --run runs/x --analysis grads --param split=train
       interp evolve --run runs/b --analysis progress --param frequencies=14,35,41
       interp evolve --run runs/a --analysis circuit --checkpoints 100-300
+      interp evolve --run runs/a --analysis fingerprint --analysis patch --analysis grads \\
+          --param split=adv --param grads.split=train
     """
-    if analysis is None:
+    if not analyses:
         if params or checkpoints:
             option = "--param sets a parameter of" if params else "--checkpoints chooses the checkpoints of"
             raise ConfigError(f"{option} --analysis, and none was given", "give --analysis NAME")
@@ -128,12 +132,20 @@ def evolve(
         moved_note("evolve --run RUN", "study-a evolution --run RUN")
         ctx.invoke(study_a_evolution, run_dir=run_dir, out=out, no_progress=no_progress)
         return
-    if analysis not in REGISTRY:  # the message get_analysis gives, before torch
-        raise ConfigError(f"unknown analysis {analysis!r}", did_you_mean(analysis, REGISTRY))
-    given = {
-        name.strip().replace("-", "_"): text.strip() for name, _, text in (p.partition("=") for p in params)
-    }
-    run = check_evolve_args(run_dir, given)  # opened once: the analysis reads its config from it
+    for analysis in analyses:  # the message get_analysis gives, before torch
+        if analysis not in REGISTRY:
+            raise ConfigError(f"unknown analysis {analysis!r}", did_you_mean(analysis, REGISTRY))
+        if analyses.count(analysis) > 1:
+            raise ConfigError(
+                f"--analysis {analysis} is given twice",
+                "one series per analysis: evolve again for other --param",
+            )
+    items = _params_by_analysis(analyses, params)
+    given = [
+        {name.strip().replace("-", "_"): text.strip() for name, _, text in (p.partition("=") for p in own)}
+        for own in items.values()
+    ]
+    run = check_evolve_args(run_dir, *given)  # opened once: every analysis reads its config from it
     steps = run.select_steps(checkpoints)  # a step without a checkpoint is refused before torch loads
     from analyses import get_analysis
     from analyses.evolution import evolve as evolve_run
@@ -142,19 +154,54 @@ def evolve(
     cache = folder / "cache" if out else None  # with --out, nothing is written into the run
     if out is None and not writable(folder):
         raise ConfigError(f"{run_dir} cannot be written (read-only)", "give --out FOLDER")
+    entries = {name: get_analysis(name) for name in analyses}
+    built = {name: _built(entry, items[name], len(analyses)) for name, entry in entries.items()}  # all, first
     folder.mkdir(parents=True, exist_ok=True)
-    entry = get_analysis(analysis)
-    evolution = evolve_run(
-        run,
-        entry,
-        params_from_strings(entry, params),
-        checkpoints=steps,
-        progress=not no_progress,
-        cache=cache,
-    )
-    frame = evolution.to_frame()
-    frame.to_csv(folder / f"{analysis}.csv", index=False)
-    click.echo(f"{analysis} over {len(evolution.steps)} checkpoints -> {folder / f'{analysis}.csv'}")
+    for name, entry in entries.items():
+        evolution = evolve_run(
+            run, entry, built[name], checkpoints=steps, progress=not no_progress, cache=cache
+        )
+        evolution.to_frame().to_csv(folder / f"{name}.csv", index=False)
+        click.echo(f"{name} over {len(evolution.steps)} checkpoints -> {folder / f'{name}.csv'}")
+
+
+def _built(entry: Any, items: list[str], several: int) -> Any:
+    """`params_from_strings`, whose error says, when several analyses are evolved, how to
+    set a parameter in one of them only.
+    """
+    try:
+        return params_from_strings(entry, items)
+    except ConfigError as err:
+        if several == 1:
+            raise
+        hint = f"{err.hint}; " if err.hint else ""
+        raise ConfigError(
+            err.message, f"{hint}NAME=VALUE sets every --analysis, {entry.name}.NAME=VALUE only {entry.name}"
+        ) from None
+
+
+def _params_by_analysis(analyses: tuple[str, ...], params: tuple[str, ...]) -> dict[str, list[str]]:
+    """Each analysis's ``NAME=VALUE`` items: every unprefixed one, then its own
+    ``ANALYSIS.NAME=VALUE`` ones, prefix removed (later items win, so its own win).
+
+    Raises:
+        ConfigError: If a prefix names an analysis that is not among `analyses`.
+    """
+    shared: list[str] = []
+    own: dict[str, list[str]] = {name: [] for name in analyses}
+    for item in params:
+        name, sep, text = item.partition("=")
+        prefix, dot, rest = name.partition(".")
+        if not dot:
+            shared.append(item)
+        elif prefix.strip() in own:
+            own[prefix.strip()].append(rest + sep + text)
+        else:
+            raise ConfigError(
+                f"--param {item!r} is for {prefix.strip()!r}, which is not an --analysis given here",
+                f"prefix it with one of: {', '.join(analyses)}",
+            )
+    return {name: shared + own[name] for name in analyses}
 
 
 def params_from_strings(analysis: Any, items: tuple[str, ...] | list[str]) -> Any:

@@ -63,13 +63,13 @@ def check_analysis_args(args: Sequence[str]) -> RunHandle | None:
     return None
 
 
-def check_evolve_args(run_dir: str, params: dict[str, Any]) -> RunHandle:
+def check_evolve_args(run_dir: str, *params: dict[str, Any]) -> RunHandle:
     """Check the run folder and split parameters of `interp evolve` (and `interp study-a
     evolution`) before the analysis loads.
 
     Args:
         run_dir: The run folder given to ``--run``.
-        params: The analysis parameters given with ``--param`` (name -> text).
+        *params: The parameters of each analysis given with ``--param`` (name -> text).
 
     Returns:
         The run, opened (its config read once): hand it on to the analysis.
@@ -81,12 +81,13 @@ def check_evolve_args(run_dir: str, params: dict[str, Any]) -> RunHandle:
     run = RunHandle(Path(run_dir))  # a run folder by the option's contract
     if not run.steps:
         raise CheckpointError(f"{run_dir} has no checkpoints to evolve over", "train it first (interp train)")
-    if "split" in params:
-        check_splits(run.config, "--param split", [params["split"]])
-    if "splits" in params:
-        check_splits(
-            run.config, "--param splits", [s.strip() for s in params["splits"].split(",") if s.strip()]
-        )
+    for given in params:
+        if "split" in given:
+            check_splits(run.config, "--param split", [given["split"]])
+        if "splits" in given:
+            check_splits(
+                run.config, "--param splits", [s.strip() for s in given["splits"].split(",") if s.strip()]
+            )
     return run
 
 

@@ -391,3 +391,54 @@ def test_evolve_circuit_bad_param_exits_2(runs, capsys):
     assert code == 2 and "did you mean 'flips'" in err and "Traceback" not in err
     code, _, err = _cli(capsys, "evolve", "--run", run, "--analysis", "circuit", "--param", "top_k=0")
     assert code == 2 and "top_k" in err and "Traceback" not in err
+
+
+def test_evolve_several_analyses_in_one_pass_equals_one_command_each(runs, tmp_path, capsys):
+    """Repeated --analysis: each series as its own command computes it; an unprefixed --param
+    sets every analysis, ANALYSIS.NAME only that one; the config is read once for all.
+    """
+    import pandas as pd
+
+    run = str(runs["transformer"])
+    common = ("--run", run, "--no-progress")
+    code, out, err = _cli(
+        capsys, "evolve", *common, "--analysis", "grads", "--analysis", "fingerprint",
+        "--param", "split=train", "--param", "fingerprint.split=val", "--out", str(tmp_path / "both"),
+    )  # fmt: skip
+    assert code == 0, err
+    assert "grads over" in out and "fingerprint over" in out
+    for name, params in (("grads", ["--param", "split=train"]), ("fingerprint", ["--param", "split=val"])):
+        code, _, err = _cli(
+            capsys, "evolve", *common, "--analysis", name, *params, "--out", str(tmp_path / name)
+        )
+        assert code == 0, err
+        pd.testing.assert_frame_equal(
+            pd.read_csv(tmp_path / "both" / f"{name}.csv"), pd.read_csv(tmp_path / name / f"{name}.csv")
+        )
+    # fingerprint's empirical measures depend on the split: the prefixed split=val won over split=train
+    code, _, err = _cli(capsys, "evolve", *common, "--analysis", "fingerprint", "--param", "split=train",
+                        "--out", str(tmp_path / "train"))  # fmt: skip
+    assert code == 0, err
+    on_train = pd.read_csv(tmp_path / "train" / "fingerprint.csv")["qk_rho_empirical"]
+    assert not on_train.equals(pd.read_csv(tmp_path / "both" / "fingerprint.csv")["qk_rho_empirical"])
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--analysis", "drift", "--param", "dla.splits=adv"],
+            "is for 'dla', which is not an --analysis given",
+        ),
+        (["--analysis", "drift", "--analysis", "drift"], "--analysis drift is given twice"),
+        (["--analysis", "drift", "--analysis", "dla", "--param", "neurons=1"], "drift.NAME=VALUE only drift"),
+        (["--analysis", "dla", "--analysis", "drift", "--param", "dla.splits=nope"], "'nope' is not a split"),
+    ],
+    ids=["prefix-not-given", "twice", "not-in-every-analysis", "bad-split-of-one"],
+)
+def test_evolve_several_analyses_refuses_bad_params_at_once(runs, tmp_path, capsys, args, message):
+    code, _, err = _cli(
+        capsys, "evolve", "--run", str(runs["transformer"]), *args, "--out", str(tmp_path / "o")
+    )
+    assert code == 2 and message in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "o").exists()
