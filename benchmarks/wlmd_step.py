@@ -133,7 +133,7 @@ def main() -> None:
     task = ModAddTask(p=67, train_frac=0.5)
     model = build_model(preset_config("modadd-1l", task), seed=0)
     splits = task.splits(0)
-    train, test = (_to(splits[name], args.device) for name in ("train", "test"))
+    train, test = (splits[name].to(args.device) for name in ("train", "test"))
     model = model.to(args.device)
     batch, n_pos = len(train.labels) + len(test.labels), train.tokens.shape[1]
     flops = step_flops(model.cfg, batch, n_pos) * args.walkers
@@ -179,13 +179,6 @@ def main() -> None:
         "are timed on the CPU clock; 'cpu' is the process's CPU time, which on a shared machine "
         f"approximates an unshared core. Target: 10^5 steps < 2 h, i.e. >= {WALK / 7200:.1f} steps/s)"
     )
-
-
-def _to(split, device: str):
-    """`split` with its tokens and labels on `device` (what the CVs read)."""
-    from dataclasses import replace
-
-    return replace(split, tokens=split.tokens.to(device), labels=split.labels.to(device))
 
 
 if __name__ == "__main__":

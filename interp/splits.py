@@ -86,6 +86,18 @@ class Split:
             {k: tensor(v) for k, v in (extras or {}).items()},
         )
 
+    def to(self, device: str | torch.device) -> Split:
+        """The split with every tensor on `device` (itself when they are there already)."""
+        if all(t.device == torch.device(device) for t in (self.tokens, self.labels)):
+            return self
+        return Split(
+            self.name,
+            self.tokens.to(device),
+            self.labels.to(device),
+            {k: v.to(device) for k, v in self.groups.items()},
+            {k: v.to(device) for k, v in self.extras.items()},
+        )
+
     def subset(self, index: Tensor) -> Split:
         """Return the examples selected by `index` (a bool mask or integer indices), in order."""
         return Split(

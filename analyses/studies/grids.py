@@ -210,8 +210,8 @@ GRIDS: dict[str, Grid] = {
         data_seeds=4,
         sweep_seed=500,
     ),
-    # Stage (a), second: the map's one-layer cells (the same training sets as the map's
-    # two-layer runs, sweep seed 300), for the one-layer line of the vocabulary figure.
+    # Stage (a), second: the map's one-layer cells (the same data seeds as the map's two-layer
+    # runs, sweep seed 300, hence the same training sets), for the one-layer line of the vocabulary figure.
     "study-a-map-1l1h": Grid(
         presets=("mpsp-1l1h",),
         task={"shortcut": "first"},
@@ -256,8 +256,8 @@ else:
         sweep_seed=400,
     )
     # Stage (a), third: below chance, r = 0.15 (the shortcut mostly disagrees with the label),
-    # both models, the headline's seed indices 0-4 (sweep seed 400: the same training sets and
-    # initialisations as its first five seeds, only r differs), 3,000 epochs. The rule and the
+    # both models, the headline's seed indices 0-4 (sweep seed 400: the same data seeds and
+    # initialisations as its first five seeds; the training sets differ, as r sets them), 3,000 epochs. The rule and the
     # inverted shortcut are told apart by val accuracy (`study_a_stats.outcome`).
     GRIDS["study-a-below-chance"] = dataclasses.replace(
         GRIDS["study-a-headline"], axes={"r": [0.15]}, seeds=5

@@ -39,7 +39,7 @@ from analyses.rank import compute as rank
 from analyses.studies.study_b_settings import WLMDSettings
 from analyses.subject import load_subject
 from interp.errors import ConfigError
-from interp.splits import Split, split_digests
+from interp.splits import split_digests
 from interp.store import checkpoint_dir, list_checkpoints
 from interp.store.atomic import atomic_write_json
 from interp.store.run_folder import read_metrics
@@ -116,15 +116,8 @@ def _model_cvs(
     splits = task.splits(config["train"]["data_seed"])
     # ModelCVs' default forward is the fast training forward (`models.fast_forward`): a 1-layer
     # model's readout attention mixes its values with one embedding_bag, no hooks run.
-    on = {name: _to(splits[name], device) for name in ("train", "test")}
+    on = {name: splits[name].to(device) for name in ("train", "test")}
     return ModelCVs(model.to(device), on["train"], on["test"], k=k), task, splits
-
-
-def _to(split: Split, device: str) -> Split:
-    """`split` with its tokens and labels on `device` (what the CVs read)."""
-    if torch.device(device).type == "cpu":
-        return split
-    return replace(split, tokens=split.tokens.to(device), labels=split.labels.to(device))
 
 
 def wlmd_sample(

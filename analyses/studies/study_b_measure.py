@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -273,16 +273,34 @@ def measure(
     out = Path(out)
     path, wanted = out / SETTINGS_FILE, to_dict(settings)
     if path.exists() and (found := json.loads(path.read_text())) != wanted:
-        key = next(k for k in wanted if found.get(k) != wanted[k])
+        key, before, now = _first_difference(found, wanted)
+        hint = "add --vectorize, " if key == "wlmd.engine" and now == "loop" else ""
         raise ConfigError(
-            f"{out} was measured with other settings ({key}: {found.get(key)!r}, now {wanted[key]!r})",
-            "use a new folder, or the same settings",
+            f"{out} was measured with other settings ({key}: {before!r}, now {now!r})",
+            f"{hint}use a new folder, or the same settings",
         )
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(path, wanted)
     for seed in seeds:
         run_seed(out, seed, settings, device)
     return table(out)
+
+
+def _first_difference(
+    found: Mapping[str, Any], wanted: Mapping[str, Any], prefix: str = ""
+) -> tuple[str, Any, Any]:
+    """The first differing setting as ``(dotted key, found value, wanted value)``, nested objects
+    compared key by key (a setting absent from `found` reads as its default: the loop engine).
+    """
+    for key in dict.fromkeys([*wanted, *found]):
+        default = "loop" if key == "engine" else None  # written only when not the loop
+        before, now = found.get(key, default), wanted.get(key, default)
+        if isinstance(before, Mapping) and isinstance(now, Mapping):
+            if before != now:
+                return _first_difference(before, now, f"{prefix}{key}.")
+        elif before != now:
+            return f"{prefix}{key}", before, now
+    raise ValueError("the settings do not differ")
 
 
 def write_figures(out: str | Path) -> list[Path]:

@@ -20,7 +20,9 @@ start is <= `TARGET_COSINE`: on the sphere of radius R the squared distance is
 second half of the pilot and extrapolated. A walker from a random start is decorrelated from
 step 0, and needs the steps until it first sits in the target window (train loss at the AdamW
 model's, smooth accuracy at least its). Core-hours per sample = steps x CPU seconds per step
-of the whole sampler / walkers. A variant that gets nowhere in the pilot has no projection.
+of the whole sampler / the samples those steps give (every walker for the walks from AdamW
+models, the walkers in the window at the first arrival for random starts). A variant that gets
+nowhere in the pilot has no projection.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from typing import Any
 
 import pandas as pd
 
-from analyses.studies.study_b_settings import PROTOCOL_2, Y_TOP, StudyBSettings, WLMDSettings
+from analyses.studies.study_b_settings import PROTOCOL_2, StudyBSettings, WLMDSettings
 
 TARGET_COSINE = 0.9
 PILOT_SEED = 100
@@ -204,7 +206,7 @@ def run_pilots(
     for variant in variants:
         if not (out / variant.name / PILOT_FILE).exists():
             _run_variant(out, out / variant.name, variant, steps, settings)
-    frame = pilot_table(out)
+    frame = pilot_table(out, variants)
     frame.to_csv(out / "pilots.csv", index=False)
     return frame
 
@@ -251,6 +253,13 @@ def _run_variant(out: Path, folder: Path, variant: Variant, steps: int, settings
     cpu = time.process_time() - cpu
     records = _walk_records(folder)
     timed = records[-1]["step"] - (records[before - 1]["step"] if before else 0)
+    if timed <= 0:  # the walk had ended before this call: no step to time it by
+        from interp.errors import ConfigError
+
+        raise ConfigError(
+            f"{folder}'s walk had already finished, so its CPU time per step was not measured",
+            f"delete {folder} and run the pilots again to time this variant",
+        )
     pilot = {
         "variant": variant.name,
         "walkers": variant.walkers,
@@ -267,22 +276,31 @@ def _run_variant(out: Path, folder: Path, variant: Variant, steps: int, settings
 
 
 def _grid_holding(grid: WLMDSettings, target: tuple[float, float], starts: Sequence[tuple[float, float]]):
-    """`grid`'s entropy grid around the target ``(x0, y0)``, stretched at its own bin width to
-    hold every start's ``(x, y)`` (a start outside the grid cannot walk).
+    """`grid`'s entropy grid around the target ``(x0, y0)``, exactly, when it holds every start's
+    ``(x, y)``; otherwise extended, by whole bins of its own width, just far enough to hold them
+    (a start outside the grid cannot walk; protocol 2's upper x wall stays where it is whenever
+    it can).
     """
     from interp.wlmd.grid import GridSpec
 
-    x0, y0 = target
-    x_lo = min([x0 - grid.x_below] + [x - 0.5 for x, _ in starts])
-    x_hi = max([x0 + grid.x_above] + [x + 0.5 for x, _ in starts])
-    y_lo = min([grid.y_low, y0 - 0.05] + [y - 0.05 for _, y in starts])
-    width_x = (grid.x_below + grid.x_above) / grid.bins[0]
-    width_y = (Y_TOP - min(grid.y_low, y0 - 0.05)) / grid.bins[1]
-    bins = (math.ceil((x_hi - x_lo) / width_x - 1e-9), math.ceil((Y_TOP - y_lo) / width_y - 1e-9))
-    return GridSpec((x_lo, x_hi), (y_lo, Y_TOP), *bins)
+    base = grid.grid(*target)
+    (x_lo, x_hi), (y_lo, y_hi) = base.x_range, base.y_range
+    width_x, width_y = (x_hi - x_lo) / base.n_x, (y_hi - y_lo) / base.n_y
+    xs, ys = [x for x, _ in starts], [y for _, y in starts]
+    below_x = math.ceil(max(0.0, x_lo - min(xs)) / width_x + 0.5) if min(xs) <= x_lo else 0
+    above_x = math.ceil(max(0.0, max(xs) - x_hi) / width_x + 0.5) if max(xs) >= x_hi else 0
+    below_y = math.ceil(max(0.0, y_lo - min(ys)) / width_y + 0.5) if min(ys) <= y_lo else 0
+    if not (below_x or above_x or below_y):
+        return base
+    return GridSpec(
+        (x_lo - below_x * width_x, x_hi + above_x * width_x),
+        (y_lo - below_y * width_y, y_hi),
+        base.n_x + below_x + above_x,
+        base.n_y + below_y,
+    )
 
 
-def export_pilots(out: str | Path, dest: str | Path) -> Path:
+def export_pilots(out: str | Path, dest: str | Path, variants: Sequence[Variant] = VARIANTS) -> Path:
     """Copy the compact records (each variant's `PILOT_FILE` and ``walk.json``; no weights) from
     a `run_pilots` folder to `dest`, where `pilot_table` rebuilds the table.
     """
@@ -290,7 +308,7 @@ def export_pilots(out: str | Path, dest: str | Path) -> Path:
 
     out, dest = Path(out), Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
-    for variant in VARIANTS:
+    for variant in variants:
         if (out / variant.name / PILOT_FILE).exists():
             (dest / variant.name).mkdir(exist_ok=True)
             for name in (PILOT_FILE, "walk.json"):
@@ -298,12 +316,23 @@ def export_pilots(out: str | Path, dest: str | Path) -> Path:
     return dest
 
 
-def pilot_table(folder: str | Path) -> pd.DataFrame:
-    """The projections of every variant recorded under `folder` (a run or an exported folder)."""
-    folder = Path(folder)
-    rows = [
-        projection(json.loads((folder / v.name / PILOT_FILE).read_text()), _walk_records(folder / v.name))
-        for v in VARIANTS
-        if (folder / v.name / PILOT_FILE).exists()
-    ]
+def pilot_table(folder: str | Path, variants: Sequence[Variant] = VARIANTS) -> pd.DataFrame:
+    """The projections of every variant recorded under `folder` (a run or an exported folder).
+
+    Raises:
+        ConfigError: If a variant's `PILOT_FILE` is there without its walk's records.
+    """
+    from interp.errors import ConfigError
+
+    folder, rows = Path(folder), []
+    for variant in variants:
+        if not (folder / variant.name / PILOT_FILE).exists():
+            continue
+        records = _walk_records(folder / variant.name)
+        if not records:
+            raise ConfigError(
+                f"{folder / variant.name} has {PILOT_FILE} but no walk records (walk.json)",
+                "copy the pilots with export_pilots (--export), which keeps both",
+            )
+        rows.append(projection(json.loads((folder / variant.name / PILOT_FILE).read_text()), records))
     return pd.DataFrame(rows)

@@ -182,7 +182,7 @@ class TrainLoop:
         device: str = "cpu",
     ) -> None:
         self.session, self.model, self.config, self.device = session, model, config, device
-        self.splits = {name: _to(split, device) for name, split in splits.items()}
+        self.splits = {name: split.to(device) for name, split in splits.items()}
         self.optimizer = torch.optim.AdamW(
             model.parameters(), lr=config.lr, betas=config.betas, weight_decay=config.weight_decay
         )
@@ -426,15 +426,3 @@ def show_accuracies(bar: tqdm, records: list[dict[str, Any] | None]) -> None:
         bar.set_postfix_str(
             " ".join(f"{k[:-4]} {sum(r[k] for r in records) / len(records):.3f}" for k in keys)
         )
-
-
-def _to(split: Split, device: str) -> Split:
-    if device == "cpu":
-        return split
-    return Split(
-        split.name,
-        split.tokens.to(device),
-        split.labels.to(device),
-        {k: v.to(device) for k, v in split.groups.items()},
-        {k: v.to(device) for k, v in split.extras.items()},
-    )

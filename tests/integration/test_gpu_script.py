@@ -87,7 +87,7 @@ def test_the_study_b_dry_run_measures_two_seeds_side_by_side_with_vectorised_wal
     loop = {**settings, "wlmd": {k: v for k, v in settings["wlmd"].items() if k != "engine"}}
     command = ["study-b", "measure", str(out), "--seeds", "0", "--preset", "protocol-2", "--runs-only"]
     for extra, message in (
-        ([], "'engine': 'vectorized'"),
+        ([], "(wlmd.engine: 'vectorized', now 'loop') (add --vectorize, use a new folder"),
         (["--vectorize", "--device", "gpu0"], "'gpu0' is not a device"),
     ):
         with pytest.raises(SystemExit) as info:

@@ -120,6 +120,8 @@ def test_walkers_from_their_own_starts(source, tmp_path):
     out, _ = study_b.wlmd_sample(tmp_path / "wlmd", source, settings, grid=grid, starts=[source, other])
     first, last = study_b.walk_records(out)
     assert first["step"] == 0 and first["cosine"] == pytest.approx([1.0, 1.0])  # each at its own start
+    for walker, start in enumerate((source, other)):  # ... which is the model it was given
+        assert (first["x"][walker], first["y"][walker]) == pytest.approx(study_b.source_cvs(start), abs=1e-5)
     starts = [study_b._model_cvs(*study_b._source(s)[::2], 6.0)[0].flatten() for s in (source, other)]
     assert torch.nn.functional.cosine_similarity(starts[0], starts[1], dim=0) < 0.99  # two different starts
     assert min(last["cosine"]) < 1.0

@@ -87,8 +87,11 @@ def test_tables_from_the_run_folders(measured, capsys):
 
 def test_a_folder_measured_with_other_settings_is_refused(measured):
     out, _ = measured
-    with pytest.raises(ConfigError, match="measured with other settings"):
+    with pytest.raises(ConfigError, match=r"measured with other settings \(epochs: \d+, now 31\)"):
         study_b_measure.measure(out, seeds=(0,), settings=settings_with({"epochs": 31}, TINY))
+    nested = settings_with({"wlmd": {"dt": 2e-3}}, TINY)  # a nested setting is named by its path
+    with pytest.raises(ConfigError, match=r"\(wlmd.dt: [0-9.e-]+, now 0.002\)"):
+        study_b_measure.measure(out, seeds=(0,), settings=nested)
 
 
 def test_the_cpu_protocol_region_holds_the_start_and_the_window():

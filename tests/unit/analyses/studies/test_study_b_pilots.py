@@ -47,9 +47,13 @@ def test_squared_distance_on_the_sphere():
 
 
 def test_a_diffusive_walker_is_extrapolated_and_a_decorrelated_one_is_read():
-    # walker 0 diffuses at 0.65 per 1,000 steps after a burst (the fit ignores the first half);
-    # walker 1 crosses cosine 0.9 (d2 = 180) at step 6,000; walker 2 does not move.
-    walkers = [lambda s: 5.0 + 0.65e-3 * s, lambda s: 30e-3 * s, lambda s: 1.0]
+    # walker 0 bursts over the first half, then diffuses at 0.65 per 1,000 steps (the fit reads
+    # the second half only); walker 1 crosses cosine 0.9 (d2 = 180) at step 6,000; walker 2 stays.
+    walkers = [
+        lambda s: 5.0 + 0.65e-3 * s if s >= 5000 else 1.65e-3 * s,
+        lambda s: 30e-3 * s,
+        lambda s: 1.0,
+    ]
     records = _records(walkers, range(1000, 10_001, 1000))
     steps = steps_to_decorrelate(records, RADIUS)
     assert steps[0] == pytest.approx(10_000 + (180 - (5 + 6.5)) / 0.65e-3)
@@ -161,3 +165,15 @@ def test_the_pilots_run_resume_and_rebuild_from_their_records(tmp_path):
     exported = export_pilots(tmp_path / "run", tmp_path / "records")
     assert not list(exported.rglob("*.safetensors"))  # no weights
     pd.testing.assert_frame_equal(pilot_table(exported), frame)
+
+
+def test_a_grid_is_protocol_2s_unless_a_start_lies_outside_it():
+    from analyses.studies.study_b_pilots import _grid_holding
+
+    narrow = PROTOCOL_2.wlmd
+    base = narrow.grid(-2.0, 9.95)
+    assert _grid_holding(narrow, (-2.0, 9.95), [(-2.1, 9.96), (-1.9, 9.97)]) == base
+    wider = _grid_holding(narrow, (-2.0, 9.95), [(-2.1, 9.96), (base.x_range[1] + 0.01, 9.97)])
+    width = (base.x_range[1] - base.x_range[0]) / base.n_x
+    assert wider.x_range[0] == base.x_range[0] and wider.n_x == base.n_x + 1
+    assert wider.x_range[1] == pytest.approx(base.x_range[1] + width) and wider.y_range == base.y_range
