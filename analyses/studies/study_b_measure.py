@@ -378,8 +378,7 @@ def export_results(out: str | Path, dest: str | Path) -> Path:
         records = walk_records(folder / "wlmd")
         if records:
             target.mkdir(parents=True, exist_ok=True)
-            compact = [{k: v for k, v in r.items() if k != "S"} for r in records[:-1]] + records[-1:]
-            atomic_write_json(target / "walk.json", compact)
+            atomic_write_json(target / "walk.json", compact_walk(records))
         for run in sorted(folder.glob("inject-*")):
             if not (run / "config.json").exists():
                 continue
@@ -388,6 +387,13 @@ def export_results(out: str | Path, dest: str | Path) -> Path:
                 if (run / name).exists():
                     shutil.copyfile(run / name, target / run.name / name)
     return dest
+
+
+def compact_walk(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A walk's records with the S grid kept in the last one only (the committed form: S is
+    the bulk of each record, and only the last S is read).
+    """
+    return [{k: v for k, v in r.items() if k != "S"} for r in records[:-1]] + records[-1:]
 
 
 def _relative(path: str, root: Path) -> str:

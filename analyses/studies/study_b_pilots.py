@@ -301,18 +301,24 @@ def _grid_holding(grid: WLMDSettings, target: tuple[float, float], starts: Seque
 
 
 def export_pilots(out: str | Path, dest: str | Path, variants: Sequence[Variant] = VARIANTS) -> Path:
-    """Copy the compact records (each variant's `PILOT_FILE` and ``walk.json``; no weights) from
-    a `run_pilots` folder to `dest`, where `pilot_table` rebuilds the table.
+    """Copy the compact records (each variant's `PILOT_FILE`, and its ``walk.json`` with the S
+    grid in the last record only; no weights) from a `run_pilots` folder to `dest`, where
+    `pilot_table` rebuilds the same table.
     """
     import shutil
+
+    from analyses.studies.study_b_measure import compact_walk
+    from interp.store.atomic import atomic_write_json
 
     out, dest = Path(out), Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     for variant in variants:
         if (out / variant.name / PILOT_FILE).exists():
             (dest / variant.name).mkdir(exist_ok=True)
-            for name in (PILOT_FILE, "walk.json"):
-                shutil.copy(out / variant.name / name, dest / variant.name / name)
+            shutil.copy(out / variant.name / PILOT_FILE, dest / variant.name / PILOT_FILE)
+            atomic_write_json(
+                dest / variant.name / "walk.json", compact_walk(_walk_records(out / variant.name))
+            )
     return dest
 
 

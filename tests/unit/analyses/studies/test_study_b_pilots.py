@@ -164,6 +164,8 @@ def test_the_pilots_run_resume_and_rebuild_from_their_records(tmp_path):
     pd.testing.assert_frame_equal(again, frame)
     exported = export_pilots(tmp_path / "run", tmp_path / "records")
     assert not list(exported.rglob("*.safetensors"))  # no weights
+    walk = json.loads((exported / "random-starts" / "walk.json").read_text())
+    assert ["S" in r for r in walk] == [False] * (len(walk) - 1) + [True]  # S in the last record only
     pd.testing.assert_frame_equal(pilot_table(exported), frame)
 
 
