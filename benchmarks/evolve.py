@@ -184,29 +184,22 @@ def main() -> None:
     start = time.perf_counter()
     build_run(run_dir)
     print(f"run folder {run_dir} ready ({time.perf_counter() - start:.1f} s; reused if it existed)")
-    if args.one_command:
+    if args.one_command or args.one_process:
         count = args.first or CHECKPOINTS
-        seconds = time_evolve(
-            first_checkpoints(run_dir, count) if args.first else run_dir, ONE_COMMAND, args.threads
-        )
+        folder = first_checkpoints(run_dir, count) if args.first else run_dir
+        if args.one_command:
+            seconds, label = (
+                time_evolve(folder, ONE_COMMAND, args.threads),
+                f"interp evolve {' '.join(ONE_COMMAND)}",
+            )
+        else:
+            seconds, label = time_one_process(folder, args.threads)
         verdict = (
             ("met" if seconds < TARGET_S else "NOT met") if count == CHECKPOINTS else "not measured (--first)"
         )
+        kind = "one command" if args.one_command else "one process"
         print(
-            f"one command (interp evolve {' '.join(ONE_COMMAND)}): {seconds:.1f} s over {count} checkpoints; "
-            f"target < {TARGET_S:g} s over {CHECKPOINTS}: {verdict}"
-        )
-        return
-    if args.one_process:
-        count = args.first or CHECKPOINTS
-        seconds, log = time_one_process(
-            first_checkpoints(run_dir, count) if args.first else run_dir, args.threads
-        )
-        verdict = (
-            ("met" if seconds < TARGET_S else "NOT met") if count == CHECKPOINTS else "not measured (--first)"
-        )
-        print(
-            f"one process ({log}): total {seconds:.1f} s over {count} checkpoints; "
+            f"{kind} ({label}): {seconds:.1f} s over {count} checkpoints; "
             f"target < {TARGET_S:g} s over {CHECKPOINTS}: {verdict}"
         )
         return

@@ -66,6 +66,25 @@ def wlmd_samples(
     return samples
 
 
+def adamw_run(
+    out: str | Path, seed: int, settings: StudyBSettings, *, epochs: int | None = None, device: str = "cpu"
+) -> Path:
+    """The goldilocks AdamW run of `settings` with init seed `seed` into `out` (resumed or kept
+    if there), for `epochs` (default: the settings').
+    """
+    return goldilocks(
+        out,
+        p=settings.p,
+        train_frac=settings.train_frac,
+        weight_norm=settings.weight_norm,
+        epochs=settings.epochs if epochs is None else epochs,
+        lr=settings.lr,
+        seed=seed,
+        model_overrides=settings.model_overrides,
+        device=device,
+    )
+
+
 def run_seed(
     out: str | Path, seed: int, settings: StudyBSettings = StudyBSettings(), device: str = "cpu"
 ) -> Path:
@@ -86,17 +105,7 @@ def run_seed(
         The seed folder.
     """
     folder = seed_folder(out, seed)
-    adamw = goldilocks(
-        folder / "adamw",
-        p=settings.p,
-        train_frac=settings.train_frac,
-        weight_norm=settings.weight_norm,
-        epochs=settings.epochs,
-        lr=settings.lr,
-        seed=seed,
-        model_overrides=settings.model_overrides,
-        device=device,
-    )
+    adamw = adamw_run(folder / "adamw", seed, settings, device=device)
     samples = wlmd_samples(folder / "wlmd", adamw, seed, settings, device)
     if not samples:
         warnings.warn(

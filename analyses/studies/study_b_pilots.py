@@ -218,19 +218,12 @@ def _walk_records(folder: Path) -> list[dict[str, Any]]:
 
 
 def _run_variant(out: Path, folder: Path, variant: Variant, steps: int, settings: StudyBSettings) -> None:
-    from analyses.studies.study_b import first_checkpoint, goldilocks, source_cvs, wlmd_sample
+    from analyses.studies.study_b import first_checkpoint, source_cvs, wlmd_sample
+    from analyses.studies.study_b_measure import adamw_run
 
     def adamw(seed: int, epochs: int = settings.epochs) -> Path:
-        return goldilocks(
-            out / ("adamw" if seed == PILOT_SEED and epochs == settings.epochs else f"model-{seed}-{epochs}"),
-            p=settings.p,
-            train_frac=settings.train_frac,
-            weight_norm=settings.weight_norm,
-            epochs=epochs,
-            lr=settings.lr,
-            seed=seed,
-            model_overrides=settings.model_overrides,
-        )
+        name = "adamw" if seed == PILOT_SEED and epochs == settings.epochs else f"model-{seed}-{epochs}"
+        return adamw_run(out / name, seed, settings, epochs=epochs)
 
     reference = adamw(PILOT_SEED)
     wlmd = variant_settings(variant, steps, settings.wlmd)
