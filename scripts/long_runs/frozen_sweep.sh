@@ -8,18 +8,31 @@
 # beside the checkout), JOBS runs at a time (default 2) on one thread each, logging to
 # RUNS_DIR/SWEEP.log. Runs record their own CPU time (compute.json). Export the records with
 #   .venv/bin/python scripts/export_results.py RUNS_DIR/SWEEP results/SWEEP
+# Several grids run one after another (a staged plan on one core) when GRID and SWEEP are
+# comma-separated lists of the same length, e.g.
+#   JOBS=1 scripts/long_runs/frozen_sweep.sh study-a-crossed,study-a-map-1l1h COMMIT \
+#     study-a/crossed,study-a/map-1l1h
+# (a grid that fails stops the chain, so a later grid never runs before an earlier one ends).
 set -euo pipefail
-[ $# -ge 3 ] || { echo "usage: $0 GRID COMMIT SWEEP [RUNS_DIR]" >&2; exit 2; }
-grid=$1 commit=$(git -C "$(dirname "$0")" rev-parse --short "$2") sweep=$3
+[ $# -ge 3 ] || { echo "usage: $0 GRID[,GRID...] COMMIT SWEEP[,SWEEP...] [RUNS_DIR]" >&2; exit 2; }
+IFS=, read -ra grids <<<"$1"
+IFS=, read -ra sweeps <<<"$3"
+[ ${#grids[@]} -eq ${#sweeps[@]} ] || {
+  echo "$0: ${#grids[@]} grids ($1) but ${#sweeps[@]} sweep folders ($3): give one folder a grid" >&2
+  exit 2
+}
+commit=$(git -C "$(dirname "$0")" rev-parse --short "$2")
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 runs=$(realpath -m "${4:-$repo/../runs}")
 frozen="$runs/frozen-$commit"
 [ -d "$frozen" ] || git -C "$repo" worktree add --detach "$frozen" "$commit"
-mkdir -p "$runs/$sweep"
 cd "$frozen"
 export PYTHONPATH="$frozen" OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
-log="$runs/$sweep.log"
-mkdir -p "$(dirname "$log")"
-nohup "$repo/.venv/bin/interp" sweep --grid "$grid" --out "$runs/$sweep" --jobs "${JOBS:-2}" \
-  --threads 1 --no-progress >>"$log" 2>&1 &
-echo "$grid from $commit: sweep started (pid $!) into $runs/$sweep; log $log"
+chain=()
+for i in "${!grids[@]}"; do
+  mkdir -p "$runs/${sweeps[$i]}" "$(dirname "$runs/${sweeps[$i]}.log")"
+  chain+=("\"$repo/.venv/bin/interp\" sweep --grid ${grids[$i]} --out \"$runs/${sweeps[$i]}\" --jobs ${JOBS:-2} --threads 1 --no-progress >>\"$runs/${sweeps[$i]}.log\" 2>&1")
+done
+joined=$(printf ' && %s' "${chain[@]}")
+nohup bash -c "${joined# && }" >/dev/null 2>&1 &
+echo "${grids[*]} from $commit: started (pid $!) into $runs/{${sweeps[*]}}; logs beside them (SWEEP.log)"
