@@ -22,6 +22,7 @@ result tables.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -160,9 +161,12 @@ def wlmd_sample(
         engine=settings.engine,
     )
     walk = {"data_seed": config["train"]["data_seed"], "loss": "cross_entropy", "weight_norm": radius}
-    folder_config = run_config(model, task, walk, source=str(ckpt.path))
-    digests = split_digests(splits)
     out = Path(out)
+    # The start relative to the walk's own run folders (entropy/ and samples/ are siblings), so
+    # a measured folder that moves (another machine, `study_b_state.restore_state`) resumes.
+    source_path = os.path.relpath(Path(ckpt.path).resolve(), (out / "entropy").resolve())
+    folder_config = run_config(model, task, walk, source=source_path)
+    digests = split_digests(splits)
     start = (
         theta.expand(settings.walkers, -1).clone()
         if starts is None

@@ -1,0 +1,139 @@
+"""Study B's walks carried across machines: each seed's resumable state, small enough to commit.
+
+A protocol-2 walk costs hours of one core a seed, and its run folders hold every checkpoint of
+the walk (hundreds of MB over a long walk) outside the repository. The committed records
+(`study_b_measure.export_results`) hold no weights, so a replaced machine would restart every
+unfinished walk from step 0. `export_state(out, dest)` writes what resuming needs instead,
+per seed that has a walk:
+
+* ``seed_N/adamw/``: the AdamW run's records and its newest checkpoint (the walk's start; the
+  run is complete, so it is kept, not retrained, and the walk's cosines stay measured against
+  the very same weights);
+* ``seed_N/wlmd/entropy/``: the walk's run records and its newest checkpoint (walker states,
+  velocities, S and H, the RNG: it resumes bit-identically);
+* ``seed_N/wlmd/walk.json``: the walk's chunk records (S in the last one only, as committed);
+
+plus the folder's ``settings.json``. The state replaces the previous export (a few MB a seed
+at protocol-2 scale: `state_size`). `restore_state(dest, out)` copies it into a fresh ``out``;
+then the same ``interp study-b measure out ...`` resumes each walk from its newest checkpoint
+(the walk's `config.json` names its start relative to itself, so the folder may move). A
+finished walk's production samples and the injections are not part of the state: they are
+recomputed from the restored walk (minutes, not hours).
+
+Command line: ``python scripts/long_runs/study_b_state.py export OUT DEST`` and
+``... restore DEST OUT``.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from analyses.studies.study_b import WALK_FILE, walk_records
+from analyses.studies.study_b_measure import SETTINGS_FILE, compact_walk
+from interp.errors import CheckpointError, ConfigError
+from interp.store import checkpoint_dir, list_checkpoints
+from interp.store.atomic import atomic_write_json
+from interp.store.layout import LATEST_FILE
+from interp.store.run_folder import CHECKPOINTS_DIR
+from interp.sweep.specs import seed_folders
+
+# The run folders of a seed that resuming its walk needs (each with its newest checkpoint only).
+RUNS = ("adamw", "wlmd/entropy")
+
+
+def export_state(out: str | Path, dest: str | Path) -> dict[int, int]:
+    """Write each seed's resumable walk state from the measured folder `out` into `dest`.
+
+    Safe while the walk runs: `walk.json` is read before the checkpoint, so the copied
+    checkpoint is never older than the last record copied (a newer checkpoint is recorded again
+    on resume), and a checkpoint folder is complete once it exists. What `dest` held before
+    for a seed is replaced.
+
+    Returns:
+        Bytes written per seed (seeds without a walk yet are skipped).
+
+    Raises:
+        ConfigError: If `out` holds no seed folder.
+    """
+    out, dest = Path(out), Path(dest)
+    seeds = seed_folders(out)
+    if not seeds:
+        raise ConfigError(f"{out} holds no seed_N folders", "give the OUT of interp study-b measure")
+    dest.mkdir(parents=True, exist_ok=True)
+    if (out / SETTINGS_FILE).exists():
+        shutil.copyfile(out / SETTINGS_FILE, dest / SETTINGS_FILE)
+    sizes = {}
+    for seed, folder in seeds.items():
+        records = walk_records(folder / "wlmd")
+        if not records:
+            continue
+        staged = dest / f".{folder.name}.tmp"
+        shutil.rmtree(staged, ignore_errors=True)
+        (staged / "wlmd").mkdir(parents=True)
+        atomic_write_json(staged / "wlmd" / WALK_FILE, compact_walk(records))
+        for run in RUNS:
+            _copy_newest(folder / run, staged / run)
+        # Swap in the complete copy: a kill leaves the previous state or the new one.
+        target = dest / folder.name
+        old = dest / f".{folder.name}.old"
+        shutil.rmtree(old, ignore_errors=True)
+        if target.exists():
+            target.rename(old)
+        staged.rename(target)
+        shutil.rmtree(old, ignore_errors=True)
+        sizes[seed] = state_size(target)
+    return sizes
+
+
+def restore_state(dest: str | Path, out: str | Path) -> list[int]:
+    """Copy the state exported to `dest` into `out`, for the seeds `out` has no walk of.
+
+    A seed whose walk already exists in `out` is left alone (it may be newer than the state).
+
+    Returns:
+        The seeds restored.
+
+    Raises:
+        ConfigError: If `dest` holds no exported state, or `out`'s settings differ from it.
+    """
+    dest, out = Path(dest), Path(out)
+    seeds = {s: f for s, f in seed_folders(dest).items() if (f / "wlmd" / WALK_FILE).exists()}
+    if not seeds:
+        raise ConfigError(f"{dest} holds no exported walk state", "give the DEST of study_b_state.py export")
+    if (dest / SETTINGS_FILE).exists():
+        here = out / SETTINGS_FILE
+        if here.exists() and here.read_text() != (dest / SETTINGS_FILE).read_text():
+            raise ConfigError(
+                f"{out} was measured with other settings than the state in {dest}",
+                "restore into a new folder",
+            )
+        out.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(dest / SETTINGS_FILE, here)
+    restored = []
+    for seed, folder in seeds.items():
+        target = out / folder.name
+        if (target / "wlmd" / WALK_FILE).exists() or (target / "wlmd" / "entropy").exists():
+            continue
+        shutil.copytree(folder, target, dirs_exist_ok=True)
+        restored.append(seed)
+    return restored
+
+
+def state_size(folder: str | Path) -> int:
+    """Bytes of every file under `folder`."""
+    return sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
+
+
+def _copy_newest(run: Path, target: Path) -> None:
+    """`run`'s records (its top-level files) and its newest checkpoint, with LATEST naming it."""
+    steps = list_checkpoints(run)
+    if not steps:
+        raise CheckpointError(f"{run} has no checkpoint to carry", "let the walk write its first chunk")
+    # The checkpoint first: records written after it are cut back to its step on resume.
+    newest = checkpoint_dir(run, steps[-1])
+    shutil.copytree(newest, checkpoint_dir(target, steps[-1]))
+    (target / CHECKPOINTS_DIR / LATEST_FILE).write_text(newest.name + "\n")
+    for path in run.iterdir():
+        if path.is_file() and not path.name.startswith("."):  # not the lock or a temporary file
+            shutil.copyfile(path, target / path.name)

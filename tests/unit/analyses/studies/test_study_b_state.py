@@ -1,0 +1,142 @@
+"""A study-B walk carried to another folder (a replaced machine) resumes as if never stopped."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+
+from analyses.studies import study_b, study_b_measure
+from analyses.studies.study_b_settings import settings_with
+from analyses.studies.study_b_state import export_state, restore_state
+from interp.errors import ConfigError
+from interp.store import list_checkpoints
+from interp.store.checkpoint import load_checkpoint
+from interp.sweep.specs import seed_folder
+from tests.unit.analyses.studies.test_study_b_measure import TINY
+
+SCRIPT = Path(__file__).parents[4] / "scripts" / "long_runs" / "study_b_state.py"
+
+# A walk of 9 steps in chunks of 3, checkpointed every 3 steps, that no cosine target stops.
+CHUNKED = settings_with(
+    {"wlmd": {"target_cosine": -1.0, "max_steps": 9, "report_every": 3, "checkpoint_every": 3}}, TINY
+)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory):
+    """Seed 0 measured without a stop (the reference)."""
+    out, before = tmp_path_factory.mktemp("straight"), torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        study_b_measure.measure(out, seeds=(0,), settings=CHUNKED)
+    finally:
+        torch.set_num_threads(before)
+    return out
+
+
+def _walk_state(out):
+    """The walk's records and its final sampler state (every tensor of the last checkpoint)."""
+    folder = seed_folder(out, 0) / "wlmd"
+    ckpt = load_checkpoint(folder / "entropy")
+    return study_b.walk_records(folder), ckpt.step, ckpt.train_state["wlmd"]
+
+
+def test_a_walk_stopped_exported_and_restored_elsewhere_resumes_to_the_same_state(
+    straight, tmp_path, monkeypatch
+):
+
+    # Stopped after the step-6 checkpoint, before its record (the worst moment to copy it).
+    first, write = tmp_path / "first-machine", study_b.atomic_write_json
+
+    def killed_at_step_6(path, records):
+        if records[-1]["step"] == 6:
+            raise KeyboardInterrupt
+        write(path, records)
+
+    monkeypatch.setattr(study_b, "atomic_write_json", killed_at_step_6)
+    with pytest.raises(KeyboardInterrupt):
+        study_b_measure.measure(first, seeds=(0,), settings=CHUNKED)
+    monkeypatch.setattr(study_b, "atomic_write_json", write)
+    assert list_checkpoints(seed_folder(first, 0) / "wlmd" / "entropy") == [0, 3, 6]
+
+    state = tmp_path / "results" / "state"
+    sizes = export_state(first, state)
+    carried = seed_folder(state, 0)
+    assert set(sizes) == {0} and sizes[0] > 0
+    assert list_checkpoints(carried / "wlmd" / "entropy") == [6]  # the newest checkpoint only
+    assert len(list_checkpoints(carried / "adamw")) == 1
+    assert not (carried / "wlmd" / "samples").exists() and not list(carried.glob("inject-*"))
+
+    second = tmp_path / "second-machine"  # another path: the walk's config must not name the first
+    assert restore_state(state, second) == [0]
+    study_b_measure.measure(second, seeds=(0,), settings=CHUNKED)
+
+    records, step, sampler = _walk_state(second)
+    expected_records, expected_step, expected = _walk_state(straight)
+    assert [r["step"] for r in records] == [0, 3, 6, 9] and step == expected_step == 9
+    # Every record as the uninterrupted walk wrote it (S, which only the last record keeps once
+    # exported, compared where both kept it).
+    assert study_b_measure.compact_walk(records) == study_b_measure.compact_walk(expected_records)
+    assert [r["S"] for r in records[1:]] == [r["S"] for r in expected_records[1:]]
+    for name, value in expected.items():
+        if isinstance(value, torch.Tensor):
+            assert torch.equal(sampler[name], value), name
+        else:
+            assert sampler[name] == value, name
+    # ... and the injections that follow start from the same WLMD sample.
+    assert (
+        study_b_measure.table(second)
+        .drop(columns="source")
+        .equals(study_b_measure.table(straight).drop(columns="source"))
+    )
+
+
+def test_a_second_export_replaces_the_first_and_restore_keeps_a_local_walk(straight, tmp_path, capsys):
+    out = straight
+    state = tmp_path / "state"
+    export_state(out, state)
+    assert _script().main(["export", str(out), str(state)]) == 0  # the script, exporting again
+    assert "seed 0: " in capsys.readouterr().out
+    assert sorted(p.name for p in state.iterdir()) == ["seed_0", "settings.json"]  # no leftovers
+    assert list_checkpoints(seed_folder(state, 0) / "wlmd" / "entropy") == [9]
+    assert restore_state(state, out) == []  # the local walk may be newer: left alone
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "settings.json").write_text("{}")
+    with pytest.raises(ConfigError, match="other settings"):
+        restore_state(state, other)
+
+
+def test_errors_name_the_folder_and_what_would_do(tmp_path, capsys):
+    with pytest.raises(ConfigError, match="no seed_N folders"):
+        export_state(tmp_path, tmp_path / "state")
+    with pytest.raises(ConfigError, match="no exported walk state"):
+        restore_state(tmp_path, tmp_path / "out")
+    script = _script()
+    for argv, message in [
+        (["export", str(tmp_path), str(tmp_path / "state")], "no seed_N folders (give the OUT of"),
+        (["restore", str(tmp_path / "missing"), str(tmp_path / "out")], "missing is not a folder"),
+    ]:
+        with pytest.raises(SystemExit) as info:
+            script.main(argv)
+        assert info.value.code == 2
+        error = capsys.readouterr().err.strip().splitlines()
+        assert message in error[-1] and "Traceback" not in "".join(error)
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("study_b_state_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
