@@ -262,6 +262,29 @@ else:
     GRIDS["study-a-below-chance"] = dataclasses.replace(
         GRIDS["study-a-headline"], axes={"r": [0.15]}, seeds=5
     )
+    # Stage (b) (docs/study_a.md, fixed before any of its runs; on a GPU: scripts/gpu/study_a.sh),
+    # 5 seeds a cell at V*, 3,000 epochs, the headline's cadence and measures. Paired with the
+    # headline's first five seeds (sweep seed 400: same training sets and initialisations) where
+    # one setting of the headline changes: weight decay 0.4, and the max shortcut.
+    _headline_5 = dataclasses.replace(GRIDS["study-a-headline"], seeds=5)
+    GRIDS["study-a-wd"] = dataclasses.replace(
+        _headline_5,
+        presets=("mpsp-2l2h",),
+        train={**_headline_5.train, "weight_decay": 0.4},
+        axes={"r": [0.9]},
+    )
+    GRIDS["study-a-max"] = dataclasses.replace(_headline_5, task={**_headline_5.task, "shortcut": "max"})
+    # Models or labels the headline does not have: fresh seeds (sweep seed 700, no other grid's).
+    GRIDS["study-a-capacity"] = dataclasses.replace(
+        _headline_5, presets=("mpsp-2l1h", "mpsp-1l2h"), sweep_seed=700
+    )
+    GRIDS["study-a-ternary"] = dataclasses.replace(
+        _headline_5, task={**_headline_5.task, "label": "sum-mod3"}, axes={"r": [0.9, 1 / 3]}, sweep_seed=700
+    )
+    # The map one vocabulary further, both models: the map's cadence, 1,500 epochs, sweep seed 300.
+    GRIDS["study-a-vocab64"] = dataclasses.replace(
+        GRIDS["study-a-map"], presets=("mpsp-2l2h", "mpsp-1l1h"), axes={"vocab": [64], "r": [0.9, 0.5]}
+    )
 
 
 def grid_from_dict(data: dict[str, Any]) -> Grid:

@@ -78,8 +78,10 @@ def make_executor(
     )
 
 
-def run_grid(grid: Any, out: Path, executor: Any, *, progress: bool) -> tuple[int, list[str]]:
-    """Write the sweep file, train every unfinished run, and return (finished, failures).
+def run_grid(
+    grid: Any, out: Path, executor: Any, *, progress: bool, device: str = "cpu"
+) -> tuple[int, list[str]]:
+    """Write the sweep file, train every unfinished run on `device`, and return (finished, failures).
 
     Runs too large for memory are refused before any trains (`check_specs_memory`). Runs train
     seed-major (every configuration's seed 0, then every seed 1, ...).
@@ -98,7 +100,7 @@ def run_grid(grid: Any, out: Path, executor: Any, *, progress: bool) -> tuple[in
     # half-way already has rates for every cell (sorted() is stable: grid order within a seed).
     order = sorted(specs, key=lambda spec: spec.tags.get("seed", 0))
     failures, finished, elsewhere, diverged = [], 0, 0, []
-    for outcome in run_sweep(order, partial(train_spec), executor, progress=progress):
+    for outcome in run_sweep(order, partial(train_spec, device=device), executor, progress=progress):
         if outcome.ok:
             finished += 1
             elsewhere += outcome.elsewhere
@@ -188,6 +190,12 @@ _EXECUTORS = click.Choice(["local", "slurm", "submitit-local"])
 @click.option("--executor", type=_EXECUTORS, default="local", show_default=True, help="Where runs execute.")
 @click.option("--jobs", type=int, default=None, help="Local runs in parallel [default: one per core].")
 @click.option("--threads", type=int, default=None, help="torch threads per run.")
+@click.option(
+    "--device",
+    default="cpu",
+    show_default=True,
+    help="Where each run trains: cpu, cuda, cuda:1, ... (with --jobs N, N runs share one GPU).",
+)
 @click.option("--partition", default=None, help="Slurm partition.")
 @click.option("--timeout-min", type=int, default=240, show_default=True, help="Slurm time limit per run.")
 @click.option(
@@ -195,7 +203,19 @@ _EXECUTORS = click.Choice(["local", "slurm", "submitit-local"])
 )
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
 def sweep(
-    grid, axes, seeds, epochs, out, executor, jobs, threads, partition, timeout_min, report, no_progress
+    grid,
+    axes,
+    seeds,
+    epochs,
+    out,
+    executor,
+    jobs,
+    threads,
+    device,
+    partition,
+    timeout_min,
+    report,
+    no_progress,
 ) -> None:
     """Train a grid of runs (finished runs are skipped, interrupted ones resume), then report.
 
@@ -203,13 +223,17 @@ def sweep(
     Examples:
       interp sweep --grid demo --out runs/demo
       interp sweep --grid study-a --set r=0.5,0.9 --seeds 10 --out runs/a --executor slurm --partition gpu
+      interp sweep --grid study-a-capacity --out runs/capacity --device cuda --jobs 8
     """
+    from interp.cli.train import check_device
+
     out_dir = Path(out)
+    check_device(device)
     the_grid = load_grid(grid, seeds=seeds, epochs=epochs, axes=list(axes))
     runner = make_executor(
         executor, jobs=jobs, threads=threads, folder=out_dir, partition=partition, timeout_min=timeout_min
     )
-    finished, failures = run_grid(the_grid, out_dir, runner, progress=not no_progress)
+    finished, failures = run_grid(the_grid, out_dir, runner, progress=not no_progress, device=device)
     click.echo(f"{finished} runs finished in {out_dir}")
     if report:
         click.echo(f"report: {write_sweep_report(out_dir, evolution=False, progress=not no_progress)}")

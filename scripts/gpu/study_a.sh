@@ -1,16 +1,15 @@
 #!/usr/bin/env bash
-# Study A's confirmatory grid on one GPU: 2L2H and 1L1H at r = 0.9 and 0.5, 10 seeds a cell,
-# each cell one vectorised group (`interp train --seeds ... --vectorize --device cuda`), the four
-# groups run side by side on the one GPU, then `interp report` over the four folders.
+# Study A's stage (b) on one GPU (docs/study_a.md, "Stages after the headline": fixed before any
+# of their runs): the named grids study-a-capacity, study-a-wd, study-a-ternary, study-a-max and
+# study-a-vocab64, each as `interp sweep --grid G --out OUT/G --device cuda --jobs JOBS` (JOBS
+# runs side by side on the one GPU, one CPU thread each: the seeds and training sets are the
+# grids' own, exactly as a CPU sweep of the same grid), then one `interp report OUT`.
 #
 #   scripts/gpu/study_a.sh OUT                 # on the GPU machine (installs what is missing)
-#   scripts/gpu/study_a.sh OUT --dry-run       # the same commands at tiny scale on this CPU
+#   scripts/gpu/study_a.sh OUT --dry-run       # the same commands at toy scale on this CPU
 #
-# Training settings default to the study's own (full batch, AdamW lr 1e-3, weight decay 0.1,
-# 15,000 epochs); override them for the setting the regime search chose (docs/study_a.md):
-#   BATCH_SIZE=512 LR=1e-3 WEIGHT_DECAY=0.1 scripts/gpu/study_a.sh OUT
-# Seeds 200-209 (disjoint from the search's); one data seed per cell (a vectorised group shares
-# its data).
+# GRIDS="study-a-headline study-a-crossed" runs other named grids instead; JOBS (default 8) runs
+# at a time. Rerunning the same line resumes (finished runs are skipped).
 #
 # The GPU machine has torch but not transformer-lens: with WHEELS=DIR (wheels made here by
 # `pip download -d DIR -e . --no-deps` plus the dependencies torch does not bring) the project
@@ -18,15 +17,17 @@
 set -euo pipefail
 out=${1:?usage: scripts/gpu/study_a.sh OUT [--dry-run]}
 mode=${2:-}
+[ -z "$mode" ] || [ "$mode" = "--dry-run" ] || { echo "unknown option $mode (valid: --dry-run)" >&2; exit 2; }
 cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-python3}
+grids=(${GRIDS:-study-a-capacity study-a-wd study-a-ternary study-a-max study-a-vocab64})
 
 if [ "$mode" = "--dry-run" ]; then
-  device=cpu; seeds=0-1
-  scale=(--vocab 8 --n 4 --n-train 128 --n-val 32 --n-adv 32 --epochs ${EPOCHS:-6} --eval-every 2)
+  device=cpu; jobs=${JOBS:-2}
+  scale=(--seeds 1 --epochs "${EPOCHS:-4}" --set n_train=128 --set n_val=32 --set n_adv=32)
 else
-  device=cuda; seeds=200-209
-  scale=(--epochs ${EPOCHS:-15000})
+  device=cuda; jobs=${JOBS:-8}
+  scale=()
   if ! "$PYTHON" -c "import transformer_lens, interp" 2>/dev/null; then
     if [ -n "${WHEELS:-}" ]; then
       "$PYTHON" -m pip install -q --no-index --find-links "$WHEELS" -e .
@@ -37,21 +38,13 @@ else
   "$PYTHON" -c "import torch; assert torch.cuda.is_available(), 'no GPU visible to torch'"
 fi
 
-train=(--lr "${LR:-1e-3}" --weight-decay "${WEIGHT_DECAY:-0.1}")
-[ -n "${BATCH_SIZE:-}" ] && train+=(--batch-size "$BATCH_SIZE")
-
-start=$(date +%s)
-pids=()
-for preset in mpsp-2l2h mpsp-1l1h; do
-  for r in 0.9 0.5; do
-    "$PYTHON" -m interp train --preset "$preset" --r "$r" --seeds "$seeds" --vectorize --device "$device" \
-      "${scale[@]}" "${train[@]}" --no-progress --out "$out/$preset/r=$r" > "$out.$preset.r$r.log" 2>&1 &
-    pids+=($!)
-  done
-done
 mkdir -p "$out"
-status=0
-for pid in "${pids[@]}"; do wait "$pid" || status=1; done
-echo "trained 4 groups in $(( $(date +%s) - start )) s (logs: $out.*.log)"
-[ "$status" = 0 ] || { echo "a group failed: see the logs" >&2; exit 1; }
-"$PYTHON" -m interp report "$out" --no-progress  # one report over the four groups
+start=$(date +%s)
+for grid in "${grids[@]}"; do
+  "$PYTHON" -m interp sweep --grid "$grid" --out "$out/$grid" --device "$device" --jobs "$jobs" --threads 1 \
+    "${scale[@]}" --no-report --no-progress > "$out/$grid.log" 2>&1 \
+    || { echo "$grid failed: see $out/$grid.log (rerun the same line to resume)" >&2; exit 1; }
+  echo "$grid: $(tail -1 "$out/$grid.log") ($(( $(date +%s) - start )) s so far)"
+done
+echo "trained ${#grids[@]} grids in $(( $(date +%s) - start )) s (logs: $out/GRID.log)"
+"$PYTHON" -m interp report "$out" --no-progress  # one report over every grid

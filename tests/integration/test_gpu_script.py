@@ -1,4 +1,4 @@
-"""scripts/gpu/study_a.sh (study A's confirmatory grid) and scripts/gpu/study_b.sh (study B's
+"""scripts/gpu/study_a.sh (study A's stage (b) grids) and scripts/gpu/study_b.sh (study B's
 protocol 2, 10 seeds with vectorised walkers), the GPU paths, in their CPU dry runs.
 
 Each script is what a GPU session runs once; here the same commands run at tiny scale on the
@@ -24,37 +24,45 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gpu" / "study_a.sh"
 STUDY_B = SCRIPT.with_name("study_b.sh")
 
 
-def test_the_dry_run_trains_four_vectorised_groups_and_reports(tmp_path):
+def test_the_dry_run_sweeps_stage_b_grids_with_their_own_seeds_and_reports(tmp_path):
+    """Each stage (b) grid is swept by name (its seeds and training sets, not the script's),
+    every run finishes, and one report covers every grid.
+    """
+    from analyses.studies.grids import GRIDS, expand
+
     out = tmp_path / "grid"
     env = {**os.environ, "PYTHON": sys.executable, "EPOCHS": "4"}
     result = subprocess.run(
-        ["bash", str(SCRIPT), str(out), "--dry-run"], env=env, capture_output=True, text=True, timeout=600
+        ["bash", str(SCRIPT), str(out), "--dry-run"], env=env, capture_output=True, text=True, timeout=900
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "trained 4 groups" in result.stdout
-    for preset in ("mpsp-2l2h", "mpsp-1l1h"):
-        for r in ("0.9", "0.5"):
-            specs, _ = read_sweep(out / preset / f"r={r}")
-            assert [s.tags["seed"] for s in specs] == [0, 1]
-            assert {s.tags["preset"] for s in specs} == {preset} and {s.tags["r"] for s in specs} == {
-                float(r)
-            }
-            for spec in specs:
-                done = read_done(spec.out)
-                assert done["epochs"] == 4 and set(done["milestones"]) == {
-                    "generalized",
-                    "rule",
-                    "memorized",
-                    "generalized-99",
-                    "rule-99",
-                }
-    # One report over the four groups: every configuration a row of its rates table.
+    grids = ("study-a-capacity", "study-a-wd", "study-a-ternary", "study-a-max", "study-a-vocab64")
+    assert "trained 5 grids" in result.stdout
+    for name in grids:
+        specs, _ = read_sweep(out / name)
+        full = {_cell(s): s for s in expand(GRIDS[name], tmp_path / "x")}
+        assert len(specs) == len(full) // GRIDS[name].seeds  # the first seed of every cell
+        for spec in specs:
+            twin = full[_cell(spec)]
+            assert (
+                spec.train["seed"] == twin.train["seed"]
+                and spec.train["data_seed"] == twin.train["data_seed"]
+            )
+            assert spec.task == {**twin.task, "n_train": 128, "n_val": 32, "n_adv": 32}
+            assert read_done(spec.out)["epochs"] == 4
     with open(out / "rates.csv") as table:
-        rows = list(csv.DictReader(table))
-    cells = {(row["preset"], float(row["r"])) for row in rows if row["milestone"] == "rule"}
-    assert cells == {(p, r) for p in ("mpsp-2l2h", "mpsp-1l1h") for r in (0.9, 0.5)}
-    assert all(row["runs"] == "2" and row["finished"] == "2" for row in rows)
+        rows = [row for row in csv.DictReader(table) if row["milestone"] == "rule"]
+    assert {row["sweep"] for row in rows} == set(grids) and all(row["finished"] == "1" for row in rows)
     assert (out / "report.html").is_file()
+
+
+def _cell(spec):
+    return spec.tags["preset"], spec.task["r"], spec.task["vocab"], spec.tags["seed"]
+
+
+def test_the_study_a_script_refuses_an_unknown_option(tmp_path):
+    result = subprocess.run(["bash", str(SCRIPT), str(tmp_path), "--dryrun"], capture_output=True, text=True)
+    assert result.returncode == 2 and "valid: --dry-run" in result.stderr
 
 
 def test_the_study_b_dry_run_measures_two_seeds_side_by_side_with_vectorised_walkers(tmp_path, capsys):

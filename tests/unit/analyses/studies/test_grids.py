@@ -39,10 +39,18 @@ def test_paired_seeds_are_unchanged_by_the_crossed_option(tmp_path):
 
 
 def test_confirmation_grids_use_sweep_seeds_no_other_study_a_grid_uses():
+    # The map's family (its one-layer cells, and vocabulary 64 in stage (b)) extends the map
+    # with its own sweep seed; no other two-layer grid shares 300 or 500.
     confirmation = {"study-a-map": 300, "study-a-crossed": 500}
+    family = {"study-a-map-1l1h", "study-a-vocab64"}
     for name, seed in confirmation.items():
         assert GRIDS[name].sweep_seed == seed
-    others = {g.sweep_seed for n, g in GRIDS.items() if n not in confirmation and "mpsp-2l2h" in g.presets}
+    assert all(GRIDS[name].sweep_seed == 300 for name in family if name in GRIDS)
+    others = {
+        g.sweep_seed
+        for n, g in GRIDS.items()
+        if n not in confirmation and n not in family and "mpsp-2l2h" in g.presets
+    }
     assert others.isdisjoint(confirmation.values())
 
 
@@ -125,3 +133,45 @@ def test_stage_a_grids_share_the_preregistered_seeds(tmp_path):
     for spec in below:
         twin = headline[(spec.out.parts[-3], spec.out.name)]  # preset folder, seed_i
         assert spec.train == twin.train and spec.task == {**twin.task, "r": 0.15}
+
+
+def test_stage_b_grids_change_one_thing_of_the_headline_or_take_fresh_seeds(tmp_path):
+    """Weight decay 0.4 and the max shortcut run the headline's first five seeds with that one
+    setting changed; capacity and the ternary label take sweep seed 700, which no other grid
+    uses; vocabulary 64 extends the map (its seeds and cadence) to both models.
+    """
+    from analyses.studies import grids
+
+    if grids.V_STAR is None:
+        assert "study-a-wd" not in GRIDS
+        return
+    headline = {
+        (s.out.parts[-3], s.out.parts[-2], s.out.name): s
+        for s in expand(GRIDS["study-a-headline"], tmp_path / "h")
+    }
+    for name, changed in (
+        ("study-a-wd", ("train", "weight_decay", 0.4)),
+        ("study-a-max", ("task", "shortcut", "max")),
+    ):
+        specs = expand(GRIDS[name], tmp_path / name)
+        assert len(specs) == (5 if name == "study-a-wd" else 20)
+        for spec in specs:
+            twin = headline[(spec.out.parts[-3], spec.out.parts[-2], spec.out.name)]
+            section, key, value = changed
+            assert getattr(spec, section) == {**getattr(twin, section), key: value}
+            other = "task" if section == "train" else "train"
+            assert getattr(spec, other) == getattr(twin, other) and spec.model == twin.model
+    used = {g.sweep_seed for n, g in GRIDS.items() if n not in ("study-a-capacity", "study-a-ternary")}
+    for name, presets, rs in (
+        ("study-a-capacity", {"mpsp-2l1h", "mpsp-1l2h"}, {0.9, 0.5}),
+        ("study-a-ternary", {"mpsp-2l2h", "mpsp-1l1h"}, {0.9, 1 / 3}),
+    ):
+        grid = GRIDS[name]
+        assert grid.sweep_seed == 700 and 700 not in used and grid.seeds == 5
+        specs = expand(grid, tmp_path / name)
+        assert {s.tags["preset"] for s in specs} == presets and {s.task["r"] for s in specs} == rs
+        assert all(s.train["epochs"] == 3000 and s.task["vocab"] == grids.V_STAR for s in specs)
+    assert GRIDS["study-a-ternary"].task["label"] == "sum-mod3"
+    wide = expand(GRIDS["study-a-vocab64"], tmp_path / "v")
+    assert len(wide) == 20 and {s.task["vocab"] for s in wide} == {64}
+    assert GRIDS["study-a-vocab64"].sweep_seed == 300 and all(s.train["epochs"] == 1500 for s in wide)
