@@ -71,6 +71,57 @@ def _offline_figures(app, pagename, templatename, context, doctree) -> None:
         context["body"] = _PLOTLY_MATHJAX.sub("", context["body"])
 
 
+# The study pages draw their tables and figures from the committed records under results/.
+# Sphinx re-reads a page only when its source changed, and jupyter-cache keys a page on its code
+# cells only, so after new records are exported an incremental build would show the old
+# figures. When results/ changed since the last build, the pages that read it are re-read and
+# their cached executions dropped (every other page stays as built).
+def _results_digest() -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted((ROOT / "results").rglob("*")):
+        if path.is_file():
+            digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _results_stamp(app) -> Path:
+    return Path(app.outdir) / ".results.sha256"
+
+
+def _reads_results(path: Path) -> bool:
+    return path.exists() and re.search(r"RESULTS|results/", path.read_text(errors="replace")) is not None
+
+
+def _check_results(app, config) -> None:
+    stamp = _results_stamp(app)
+    app.interp_results_digest = _results_digest()
+    app.interp_results_changed = not stamp.exists() or stamp.read_text() != app.interp_results_digest
+    cache = Path(config.nb_execution_cache_path or Path(app.outdir).parent / ".jupyter_cache")
+    if app.interp_results_changed and config.nb_execution_mode == "cache" and cache.is_dir():
+        from jupyter_cache import get_cache
+
+        store = get_cache(str(cache))
+        for record in store.list_cache_records():
+            if _reads_results(Path(record.uri)):
+                store.remove_cache(record.pk)
+
+
+def _pages_reading_results(app, env, added, changed, removed) -> list[str]:
+    if not app.interp_results_changed:
+        return []
+    return sorted(doc for doc in env.found_docs if _reads_results(Path(env.doc2path(doc))))
+
+
+def _stamp_results(app, exception) -> None:
+    if exception is None:
+        _results_stamp(app).write_text(app.interp_results_digest)
+
+
 def setup(app) -> None:
-    """Connect the page hook above (Sphinx calls `setup` of conf.py like an extension's)."""
+    """Connect the hooks above (Sphinx calls `setup` of conf.py like an extension's)."""
     app.connect("html-page-context", _offline_figures)
+    app.connect("config-inited", _check_results)
+    app.connect("env-get-outdated", _pages_reading_results)
+    app.connect("build-finished", _stamp_results)

@@ -155,3 +155,50 @@ def test_the_splits_page_says_the_consistent_count_rounds_half_to_even():
     # ... as the code does: 2.5 -> 2 and 3.5 -> 4
     assert MPSPTask(r=0.5, n_train=5).n_consistent_train == 2
     assert MPSPTask(r=0.5, n_train=7).n_consistent_train == 4
+
+
+def test_an_incremental_build_redraws_the_pages_that_read_new_records(tmp_path):
+    """After new records land in results/, the pages drawn from them are re-read and their cached
+    executions dropped; the other pages, and a build with unchanged records, are left alone.
+    """
+    import runpy
+    from types import SimpleNamespace
+
+    import nbformat
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+
+    conf = runpy.run_path(str(DOCS / "conf.py"))
+    module = conf["_check_results"].__globals__  # the functions' own namespace
+    root = tmp_path / "repo"
+    (root / "results" / "study-a").mkdir(parents=True)
+    (root / "results" / "study-a" / "DONE").write_text("{}")
+    pages = {"study": root / "study.md", "other": root / "other.md"}
+    pages["study"].write_text("load_results(RESULTS / 'headline')")
+    pages["other"].write_text("no records here")
+    cache = tmp_path / ".jupyter_cache"
+    store = get_cache(str(cache))
+    for page in pages.values():
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(page.read_text(), execution_count=1)])
+        store.cache_notebook_bundle(CacheBundleIn(nb, str(page)), check_validity=False)
+    config = SimpleNamespace(nb_execution_mode="cache", nb_execution_cache_path=str(cache))
+    app = SimpleNamespace(outdir=str(tmp_path / "html"))
+    (tmp_path / "html").mkdir()
+    env = SimpleNamespace(found_docs={"study", "other"}, doc2path=lambda doc: pages[doc])
+    saved = module["ROOT"]
+    module["ROOT"] = root
+    try:
+
+        def build() -> list[str]:
+            conf["_check_results"](app, config)
+            outdated = conf["_pages_reading_results"](app, env, set(), set(), set())
+            conf["_stamp_results"](app, None)
+            return outdated
+
+        assert build() == ["study"]  # the first build: no stamp yet
+        assert [r.uri for r in store.list_cache_records()] == [str(pages["other"])]
+        assert build() == []  # nothing changed since
+        (root / "results" / "study-a" / "DONE").write_text('{"epochs": 3000}')
+        assert build() == ["study"]
+    finally:
+        module["ROOT"] = saved
