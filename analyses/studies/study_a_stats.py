@@ -317,3 +317,21 @@ def crossed_shares(runs: list[RunState], milestone: str = "rule") -> pd.DataFram
             }
         )
     return pd.DataFrame(rows)
+
+
+def crossed_outcomes(runs: list[RunState]) -> pd.DataFrame:
+    """A crossed design's runs as a grid: one row per training set (tag ``data``), one column per
+    initialisation (tag ``seed``), each cell the run's outcome (`outcome`), or "not finished" for a
+    run still training or not started. Only runs tagged with both are shown (one grid per configuration:
+    give one configuration's runs).
+    """
+    cells = {
+        (run.spec.tags["data"], run.spec.tags["seed"]): outcome(run)
+        if run.status == FINISHED
+        else "not finished"
+        for run in runs
+        if "data" in run.spec.tags
+    }
+    table = pd.Series(cells, dtype=object).unstack() if cells else pd.DataFrame()
+    table.index.name, table.columns.name = "training set", "initialisation"
+    return table

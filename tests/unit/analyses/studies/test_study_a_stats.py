@@ -182,6 +182,23 @@ def test_time_to_milestone_censors_unfinished_runs_kaplan_meier():
     assert "Time to rule" in fig.layout.title.text
 
 
+def test_crossed_outcomes_lay_the_runs_out_by_training_set_and_initialisation():
+    from analyses.studies.study_a_stats import crossed_outcomes
+
+    runs = [
+        state(
+            seed=m, data=d, rule=100 if d == 1 else None, status=UNFINISHED if (d, m) == (1, 2) else FINISHED
+        )
+        for d in range(2)
+        for m in range(3)
+    ]
+    table = crossed_outcomes(runs)
+    assert (table.index.name, table.columns.name) == ("training set", "initialisation")
+    assert table.loc[0].tolist() == ["shortcut only"] * 3  # val 0.9, adv 0.1, no milestone
+    assert table.loc[1].tolist() == ["rule kept", "rule kept", "not finished"]
+    assert crossed_outcomes([state(seed=0)]).empty  # no crossed runs: nothing to lay out
+
+
 def test_crossed_shares_split_the_variation_between_data_and_initialisation():
     """4 training sets x 3 initialisations: the rule on training sets 0 and 1 whatever the
     initialisation (all the variation is the data's); then on initialisation 0 only (all of it
