@@ -45,3 +45,14 @@ def _deterministic_threads():
     # Tests compare floats at 1e-5; fix the thread count so reductions are reproducible.
     torch.set_num_threads(min(2, torch.get_num_threads()))
     yield
+
+
+@pytest.fixture
+def one_torch_thread():
+    """One torch thread for the test (`pytest.mark.usefixtures("one_torch_thread")` on a module of
+    thousands of tiny steps, such as a WLMD walk: intra-op threads only add contention there).
+    """
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -18,14 +18,7 @@ from interp.wlmd.sampler import ModelCVs, Sampler, WLMDConfig, margins, wlmd_pro
 from models import build_model, preset_config
 from tasks import ModAddTask
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # Thousands of tiny steps: intra-op threads only add contention (20x slower on a busy box).
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _energy(theta: torch.Tensor) -> torch.Tensor:

@@ -26,12 +26,7 @@ from tasks import ModAddTask
 TOL = 1e-10  # of each quantity's scale; float64 rounding of a reordered sum is ~1e-15
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _model_cvs():

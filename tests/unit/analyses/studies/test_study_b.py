@@ -16,12 +16,7 @@ from interp.wlmd.grid import GridSpec, Schedule
 TINY = {"d_model": 8, "n_heads": 2, "d_head": 4, "d_mlp": 16}
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)  # many tiny steps: extra threads only contend
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
