@@ -146,6 +146,26 @@ def test_repeated_calls_are_bitwise_equal_and_leave_the_determinism_setting_alon
     assert all(torch.equal(x, y) for x, y in zip(first.grad_a + first.grad_b, second.grad_a + second.grad_b))
 
 
+def test_a_series_reuses_each_groups_chunks_until_a_tensor_changes():
+    """A checkpoint series differentiates one split again and again: its chunks are the same
+    tensors each time (so the fast readout's index plans, cached per token tensor, are built
+    once), hold exactly the group's rows in order, and are rebuilt when the mask is written.
+    """
+    from interp.dissect.group_gradients import _group_chunks
+
+    train = TASK.splits(0)["train"]
+    mask = train.groups["consistent"].clone()
+    chunks = _group_chunks(train.tokens, train.labels, mask, 50)
+    assert _group_chunks(train.tokens, train.labels, mask, 50) is chunks
+    assert [len(t) for t, _ in chunks] == [50, 50, 15]
+    assert torch.equal(torch.cat([t for t, _ in chunks]), train.tokens[mask])
+    assert torch.equal(torch.cat([y for _, y in chunks]), train.labels[mask])
+    mask[mask.nonzero()[0]] = False  # one example leaves the group, in place
+    again = _group_chunks(train.tokens, train.labels, mask, 50)
+    assert again is not chunks and torch.equal(torch.cat([t for t, _ in again]), train.tokens[mask])
+    assert _group_chunks(train.tokens, train.labels, mask, 40) is not again  # another chunk size
+
+
 @pytest.mark.parametrize("n_layers", [1, 2])
 def test_the_analysis_on_the_fast_readout_matches_backward_through_the_hooked_readout(n_layers):
     # `grads` differentiates `fast_readout` (no hooks); the oracle is `loss.backward()` through
