@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -166,13 +166,14 @@ def wlmd_sample(
     # a measured folder that moves (another machine, `study_b_state.restore_state`) resumes.
     source_path = os.path.relpath(Path(ckpt.path).resolve(), (out / "entropy").resolve())
     folder_config = run_config(model, task, walk, source=source_path)
+    migrate = _relative_source(out, source_path)
     digests = split_digests(splits)
     start = (
         theta.expand(settings.walkers, -1).clone()
         if starts is None
         else _starts(starts, config, settings, device)
     )
-    sampler = _entropy_phase(out, folder_config, cvs, start, wcfg, settings, digests)
+    sampler = _entropy_phase(out, folder_config, cvs, start, wcfg, settings, digests, migrate)
     samples = wlmd_produce(
         out / "samples",
         folder_config,
@@ -183,8 +184,24 @@ def wlmd_sample(
         every=settings.every,
         max_samples=settings.max_samples,
         digests=digests,
+        migrate=migrate,
     )
     return out, samples
+
+
+def _relative_source(out: Path, source: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """Read a walk folder written when its config named the start by an absolute path as the
+    same run when that path is the same checkpoint as `source` (relative to ``out/entropy``).
+    """
+
+    def migrate(stored: dict[str, Any]) -> dict[str, Any]:
+        old = stored.get("source")
+        if isinstance(old, str) and os.path.isabs(old):
+            if Path(old).resolve() == (out / "entropy" / source).resolve():
+                return {**stored, "source": source}
+        return stored
+
+    return migrate
 
 
 def _starts(
@@ -222,6 +239,7 @@ def _entropy_phase(
     config: WLMDConfig,
     settings: WLMDSettings,
     digests: Mapping[str, str],
+    migrate: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> Any:
     """The entropy phase in chunks of `report_every` steps, each ending in a checkpoint and a
     `walk_record` appended to ``out/walk.json`` (rewritten atomically, so a kill leaves the
@@ -253,6 +271,7 @@ def _entropy_phase(
             target,
             checkpoint_every=settings.checkpoint_every,
             digests=digests,
+            migrate=migrate,
         )
         if not records or sampler.step > records[-1]["step"]:
             previous = torch.tensor(records[-1]["S"]) if records else None

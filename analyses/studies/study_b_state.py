@@ -63,6 +63,7 @@ def export_state(out: str | Path, dest: str | Path) -> dict[int, int]:
     dest.mkdir(parents=True, exist_ok=True)
     if (out / SETTINGS_FILE).exists():
         shutil.copyfile(out / SETTINGS_FILE, dest / SETTINGS_FILE)
+    _recover(dest)
     sizes = {}
     for seed, folder in seeds.items():
         records = walk_records(folder / "wlmd")
@@ -70,26 +71,30 @@ def export_state(out: str | Path, dest: str | Path) -> dict[int, int]:
             continue
         staged = dest / f".{folder.name}.tmp"
         shutil.rmtree(staged, ignore_errors=True)
-        (staged / "wlmd").mkdir(parents=True)
-        atomic_write_json(staged / "wlmd" / WALK_FILE, compact_walk(records))
-        for run in RUNS:
-            _copy_newest(folder / run, staged / run)
-        # Swap in the complete copy: a kill leaves the previous state or the new one.
-        target = dest / folder.name
-        old = dest / f".{folder.name}.old"
-        shutil.rmtree(old, ignore_errors=True)
-        if target.exists():
-            target.rename(old)
-        staged.rename(target)
-        shutil.rmtree(old, ignore_errors=True)
+        try:
+            (staged / "wlmd").mkdir(parents=True)
+            atomic_write_json(staged / "wlmd" / WALK_FILE, compact_walk(records))
+            for run in RUNS:
+                _copy_newest(folder / run, staged / run)
+            # Swap in the complete copy: a kill leaves the previous state or the new one (a
+            # kill between the two renames leaves the previous one as .old: `_recover`).
+            target, old = dest / folder.name, dest / f".{folder.name}.old"
+            shutil.rmtree(old, ignore_errors=True)
+            if target.exists():
+                target.rename(old)
+            staged.rename(target)
+            shutil.rmtree(old, ignore_errors=True)
+        finally:
+            shutil.rmtree(staged, ignore_errors=True)  # never a half copy left beside the records
         sizes[seed] = state_size(target)
     return sizes
 
 
 def restore_state(dest: str | Path, out: str | Path) -> list[int]:
-    """Copy the state exported to `dest` into `out`, for the seeds `out` has no walk of.
+    """Copy the state exported to `dest` into `out`, for the seeds `out` has no folder of.
 
-    A seed whose walk already exists in `out` is left alone (it may be newer than the state).
+    A seed folder that exists in `out` is left alone (its runs may be newer than the state, or
+    training now).
 
     Returns:
         The seeds restored.
@@ -98,6 +103,7 @@ def restore_state(dest: str | Path, out: str | Path) -> list[int]:
         ConfigError: If `dest` holds no exported state, or `out`'s settings differ from it.
     """
     dest, out = Path(dest), Path(out)
+    _recover(dest)
     seeds = {s: f for s, f in seed_folders(dest).items() if (f / "wlmd" / WALK_FILE).exists()}
     if not seeds:
         raise ConfigError(f"{dest} holds no exported walk state", "give the DEST of study_b_state.py export")
@@ -113,11 +119,19 @@ def restore_state(dest: str | Path, out: str | Path) -> list[int]:
     restored = []
     for seed, folder in seeds.items():
         target = out / folder.name
-        if (target / "wlmd" / WALK_FILE).exists() or (target / "wlmd" / "entropy").exists():
+        if target.exists():  # its runs may be newer than the state, or training now
             continue
-        shutil.copytree(folder, target, dirs_exist_ok=True)
+        shutil.copytree(folder, target)
         restored.append(seed)
     return restored
+
+
+def _recover(dest: Path) -> None:
+    """Put back a previous state that an export killed between its two renames left as ``.old``."""
+    for old in dest.glob(".seed_*.old") if dest.is_dir() else []:
+        target = dest / old.name[1:].removesuffix(".old")
+        if not target.exists():
+            old.rename(target)
 
 
 def state_size(folder: str | Path) -> int:

@@ -422,6 +422,7 @@ def wlmd_run(
     log_every: int = 100,
     meta: Mapping[str, Any] | None = None,
     digests: Mapping[str, str] | None = None,
+    migrate: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> Sampler:
     """Run (or resume) the entropy phase into `run_dir` until `steps` steps.
 
@@ -429,14 +430,15 @@ def wlmd_run(
     state under ``train_state["wlmd"]``; `metrics.jsonl` logs ln f, flatness, walls and each
     walker's (x, y) every `log_every` steps. `digests` (of the splits the CVs are measured on)
     are stored with every checkpoint and checked on resume, as for training runs. The walk runs
-    on the device of `cvs`' model (and `theta0`).
+    on the device of `cvs`' model (and `theta0`). `migrate` turns an existing folder's config
+    into the current form before it is compared (`interp.store.run_folder.check_same_config`).
 
     Raises:
         ConfigError: If `run_dir` holds a walk of the other engine (`check_walk_engine`), or
             another config.
     """
     check_walk_engine(run_dir, config.engine)
-    with open_run(run_dir, {**run_config, "wlmd": to_dict(config)}, digests) as run:
+    with open_run(run_dir, {**run_config, "wlmd": to_dict(config)}, digests, migrate=migrate) as run:
         ckpt = run.resume()
         if ckpt is not None:
             sampler = Sampler(cvs, config, state=ckpt.train_state["wlmd"], device=cvs.device)
@@ -505,6 +507,7 @@ def wlmd_produce(
     max_samples: int | None = None,
     meta: Mapping[str, Any] | None = None,
     digests: Mapping[str, str] | None = None,
+    migrate: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> list[Path]:
     """Sample with S frozen; save each walker state whose (x, y) is in `window` as a checkpoint.
 
@@ -516,6 +519,7 @@ def wlmd_produce(
         steps: Production steps.
         meta: More checkpoint metadata.
         digests: Split digests of the CVs' data, stored with every sample.
+        migrate: Turns an existing folder's config into the current form (as `wlmd_run`'s).
         out_dir: A new run folder; checkpoint `n` is the n-th sample (meta: x, y, walker,
             sampler step). DONE is written at the end; a partial folder is refused.
         window: ``(x_lo, x_hi, y_lo, y_hi)``, inclusive.
@@ -528,7 +532,7 @@ def wlmd_produce(
     production = {"window": list(window), "steps": steps, "every": every, "max_samples": max_samples}
     if sampler.config.engine != "loop":  # recorded as the entropy phase records it: only when not the loop
         production["engine"] = sampler.config.engine
-    with open_run(out_dir, {**run_config, "wlmd_production": production}, digests) as run:
+    with open_run(out_dir, {**run_config, "wlmd_production": production}, digests, migrate=migrate) as run:
         if run.checkpoints() or run.finished() is not None:
             raise CheckpointError(
                 f"{run.run_dir} already holds samples", "production is not resumable; use a new folder"

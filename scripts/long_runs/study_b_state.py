@@ -6,7 +6,7 @@ Usage::
     python scripts/long_runs/study_b_state.py restore DEST OUT   # then rerun interp study-b measure OUT ...
 
 `export` is safe while `interp study-b measure OUT` runs, and replaces what DEST held; `restore`
-fills only the seeds OUT has no walk of (`analyses.studies.study_b_state`).
+fills only the seeds OUT has no seed_N folder of (`analyses.studies.study_b_state`).
 """
 
 from __future__ import annotations

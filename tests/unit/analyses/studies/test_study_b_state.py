@@ -104,6 +104,9 @@ def test_a_second_export_replaces_the_first_and_restore_keeps_a_local_walk(strai
     assert _script().main(["export", str(out), str(state)]) == 0  # the script, exporting again
     assert "seed 0: " in capsys.readouterr().out
     assert sorted(p.name for p in state.iterdir()) == ["seed_0", "settings.json"]  # no leftovers
+    (state / "seed_0").rename(state / ".seed_0.old")  # an export killed between its two renames
+    assert restore_state(state, tmp_path / "fresh") == [0]  # the previous state is found again
+    assert sorted(p.name for p in state.iterdir()) == ["seed_0", "settings.json"]
     assert list_checkpoints(seed_folder(state, 0) / "wlmd" / "entropy") == [9]
     assert restore_state(state, out) == []  # the local walk may be newer: left alone
     other = tmp_path / "other"
@@ -135,3 +138,29 @@ def _script():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def test_a_walk_that_named_its_start_by_absolute_path_still_resumes(straight, tmp_path):
+    """Walk folders written before the start was named relative to the walk resume when the
+    absolute path is the same checkpoint; one naming another checkpoint is another run.
+    """
+    import dataclasses
+    import json
+    import shutil
+
+    old = tmp_path / "old"
+    shutil.copytree(straight, old)
+    walk, adamw = seed_folder(old, 0) / "wlmd", seed_folder(old, 0) / "adamw"
+    path = walk / "entropy" / "config.json"  # as the older code wrote it
+    config = json.loads(path.read_text())
+    path.write_text(json.dumps({**config, "source": str((path.parent / config["source"]).resolve())}))
+    shutil.rmtree(walk / "samples")  # production is redone from the resumed walk (not resumable)
+    settings = dataclasses.replace(CHUNKED.wlmd, seed=0)
+    _, samples = study_b.wlmd_sample(walk, adamw, settings)
+    expected = sorted((seed_folder(straight, 0) / "wlmd" / "samples" / "checkpoints").glob("step_*"))
+    assert [p.name for p in samples] == [p.name for p in expected] and samples
+    assert study_b.walk_records(walk) == study_b.walk_records(seed_folder(straight, 0) / "wlmd")
+    shutil.rmtree(walk / "samples")
+    path.write_text(json.dumps({**config, "source": "/elsewhere/checkpoints/step_000030"}))
+    with pytest.raises(ConfigError, match="source"):
+        study_b.wlmd_sample(walk, adamw, settings)
