@@ -228,7 +228,7 @@ def sweep(
     from interp.cli.train import check_device
 
     out_dir = Path(out)
-    check_device(device)
+    check_device(device, here=executor == "local")  # a cluster job finds its GPU there
     the_grid = load_grid(grid, seeds=seeds, epochs=epochs, axes=list(axes))
     runner = make_executor(
         executor, jobs=jobs, threads=threads, folder=out_dir, partition=partition, timeout_min=timeout_min

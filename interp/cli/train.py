@@ -74,16 +74,27 @@ def _spec_from_run(run_dir: Path) -> RunSpec:
     return RunSpec(run_dir, config["model"], config["task"], config["train"])
 
 
-def check_device(device: str) -> None:
-    """Refuse a `--device` torch cannot parse, or a GPU torch does not see (ConfigError, exit 2)."""
+def check_device(device: str, *, here: bool = True) -> None:
+    """Refuse a `--device` that is not cpu, cuda or cuda:N, or (`here`: it trains on this
+    machine) a GPU torch does not see (ConfigError, exit 2). A job sent to a cluster
+    (`here=False`) is only parsed: the login node need not have the GPU.
+    """
     import torch
 
     try:
-        kind = torch.device(device).type
+        parsed = torch.device(device)
     except RuntimeError:
-        raise ConfigError(f"--device {device!r} is not a device", "use cpu, cuda or cuda:N") from None
-    if kind == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"--device {device!r} is not available: torch sees no GPU", "use --device cpu")
+        parsed = None
+    if parsed is None or parsed.type not in ("cpu", "cuda"):
+        raise ConfigError(f"--device {device!r} is not a device", "use cpu, cuda or cuda:N")
+    if here and parsed.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(f"--device {device!r} is not available: torch sees no GPU", "use --device cpu")
+        if parsed.index is not None and parsed.index >= torch.cuda.device_count():
+            raise ConfigError(
+                f"--device {device!r} is not available: torch sees {torch.cuda.device_count()} GPU(s)",
+                f"use cuda:0 to cuda:{torch.cuda.device_count() - 1}",
+            )
 
 
 def train_runs(

@@ -298,3 +298,35 @@ def test_ctrl_c_stops_the_whole_sweep_with_exit_130(tmp_path):
     assert proc.returncode == 130, stderr
     assert "interrupted" in stderr and "Traceback" not in stderr
     assert len(list(out.glob("**/DONE"))) < 8  # it stopped instead of moving on to the next run
+
+
+def test_sweep_device_reaches_every_run_and_a_device_not_here_exits_2(tmp_path, capsys, monkeypatch):
+    """`interp sweep --device D` trains every run on D; a GPU this machine lacks, or a device
+    that is not cpu / cuda[:N], is refused before anything is written, with one line.
+    """
+    from analyses.studies.grids import grid_from_dict
+    from interp.cli.sweep import run_grid
+    from interp.sweep.executors import Outcome
+
+    class Recording:  # an executor that trains nothing and keeps what it was asked to call
+        def map(self, fn, items):
+            self.fn = fn
+            for item in items:
+                yield Outcome(item, {})
+
+    executor = Recording()
+    run_grid(grid_from_dict({**GRID, "seeds": 1}), tmp_path / "s", executor, progress=False, device="cuda:1")
+    assert executor.fn.keywords == {"device": "cuda:1"}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for device, message in (
+        ("cuda", "torch sees no GPU"),
+        ("mps", "is not a device"),
+        ("gpu", "is not a device"),
+    ):
+        code, _, err = _cli(capsys, "sweep", "--grid", "demo", "--out", tmp_path / device, "--device", device)
+        assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+        assert not (tmp_path / device).exists()
+    # Sent to a cluster, the GPU is the cluster's: parsed here, not looked for.
+    from interp.cli.train import check_device
+
+    check_device("cuda", here=False)
