@@ -2,8 +2,10 @@
 # Study A's stage (b) on one GPU (docs/study_a.md, "Stages after the headline": fixed before any
 # of their runs): the named grids study-a-capacity, study-a-wd, study-a-ternary, study-a-max and
 # study-a-vocab64, each as `interp sweep --grid G --out OUT/G --device cuda --jobs JOBS` (JOBS
-# runs side by side on the one GPU, one CPU thread each: the seeds and training sets are the
-# grids' own, exactly as a CPU sweep of the same grid), then one `interp report OUT`.
+# runs side by side on the one GPU, one CPU thread each: the seeds and data seeds are the
+# grids' own, as in a CPU sweep of the same grid; the arithmetic is the GPU's), then one
+# `interp report OUT`. A grid with a failed run does not stop the others; the script then ends
+# with exit 1 after the report.
 #
 #   scripts/gpu/study_a.sh OUT                 # on the GPU machine (installs what is missing)
 #   scripts/gpu/study_a.sh OUT --dry-run       # the same commands at toy scale on this CPU
@@ -20,7 +22,7 @@ mode=${2:-}
 [ -z "$mode" ] || [ "$mode" = "--dry-run" ] || { echo "unknown option $mode (valid: --dry-run)" >&2; exit 2; }
 cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-python3}
-grids=(${GRIDS:-study-a-capacity study-a-wd study-a-ternary study-a-max study-a-vocab64})
+read -ra grids <<<"${GRIDS:-study-a-capacity study-a-wd study-a-ternary study-a-max study-a-vocab64}"
 
 if [ "$mode" = "--dry-run" ]; then
   device=cpu; jobs=${JOBS:-2}
@@ -40,11 +42,19 @@ fi
 
 mkdir -p "$out"
 start=$(date +%s)
-for grid in "${grids[@]}"; do
-  "$PYTHON" -m interp sweep --grid "$grid" --out "$out/$grid" --device "$device" --jobs "$jobs" --threads 1 \
-    "${scale[@]}" --no-report --no-progress > "$out/$grid.log" 2>&1 \
-    || { echo "$grid failed: see $out/$grid.log (rerun the same line to resume)" >&2; exit 1; }
-  echo "$grid: $(tail -1 "$out/$grid.log") ($(( $(date +%s) - start )) s so far)"
+failed=()
+for grid in "${grids[@]}"; do  # a failed run does not cost the other grids their GPU time
+  if "$PYTHON" -m interp sweep --grid "$grid" --out "$out/$grid" --device "$device" --jobs "$jobs" --threads 1 \
+    "${scale[@]}" --no-report --no-progress > "$out/$grid.log" 2>&1; then
+    echo "$grid: $(tail -1 "$out/$grid.log") ($(( $(date +%s) - start )) s so far)"
+  else
+    failed+=("$grid")
+    echo "$grid: a run failed, see $out/$grid.log" >&2
+  fi
 done
 echo "trained ${#grids[@]} grids in $(( $(date +%s) - start )) s (logs: $out/GRID.log)"
 "$PYTHON" -m interp report "$out" --no-progress  # one report over every grid
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "failed: ${failed[*]} (rerun the same line to resume them)" >&2
+  exit 1
+fi

@@ -21,6 +21,9 @@ IFS=, read -ra sweeps <<<"$3"
   echo "$0: ${#grids[@]} grids ($1) but ${#sweeps[@]} sweep folders ($3): give one folder a grid" >&2
   exit 2
 }
+for name in "${grids[@]}" "${sweeps[@]}"; do
+  [ -n "$name" ] || { echo "$0: an empty name in '$1' or '$3' (valid: comma-separated, none empty)" >&2; exit 2; }
+done
 commit=$(git -C "$(dirname "$0")" rev-parse --short "$2")
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 runs=$(realpath -m "${4:-$repo/../runs}")
@@ -31,8 +34,12 @@ export PYTHONPATH="$frozen" OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 chain=()
 for i in "${!grids[@]}"; do
   mkdir -p "$runs/${sweeps[$i]}" "$(dirname "$runs/${sweeps[$i]}.log")"
-  chain+=("\"$repo/.venv/bin/interp\" sweep --grid ${grids[$i]} --out \"$runs/${sweeps[$i]}\" --jobs ${JOBS:-2} --threads 1 --no-progress >>\"$runs/${sweeps[$i]}.log\" 2>&1")
+  chain+=("$(printf '%q ' "$repo/.venv/bin/interp" sweep --grid "${grids[$i]}" --out "$runs/${sweeps[$i]}" \
+    --jobs "${JOBS:-2}" --threads 1 --no-progress)>>$(printf '%q' "$runs/${sweeps[$i]}.log") 2>&1")
 done
 joined=$(printf ' && %s' "${chain[@]}")
-nohup bash -c "${joined# && }" >/dev/null 2>&1 &
-echo "${grids[*]} from $commit: started (pid $!) into $runs/{${sweeps[*]}}; logs beside them (SWEEP.log)"
+# Its own process group, so that one signal stops the chain and the sweep it is running (a
+# stopped sweep saves a checkpoint in every run; rerunning this line resumes).
+setsid nohup bash -c "${joined# && }" >/dev/null 2>&1 &
+echo "${grids[*]} from $commit: started into $runs/{${sweeps[*]}}; logs beside them (SWEEP.log)"
+echo "to stop it: kill -TERM -- -$!"

@@ -24,21 +24,39 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gpu" / "study_a.sh"
 STUDY_B = SCRIPT.with_name("study_b.sh")
 
 
-def test_the_dry_run_sweeps_stage_b_grids_with_their_own_seeds_and_reports(tmp_path):
-    """Each stage (b) grid is swept by name (its seeds and training sets, not the script's),
-    every run finishes, and one report covers every grid.
+STAGE_B = ("study-a-capacity", "study-a-wd", "study-a-ternary", "study-a-max", "study-a-vocab64")
+
+
+@pytest.mark.parametrize(
+    "grids",
+    [
+        # Two grids and a bad name: the sweeps, the carry-on after a failure and the report.
+        pytest.param(("study-a-wd", "no-such-grid", "study-a-vocab64"), id="two-and-a-failure"),
+        pytest.param(None, id="the-default-five", marks=pytest.mark.slow),
+    ],
+)
+def test_the_dry_run_sweeps_stage_b_grids_with_their_own_seeds_and_reports(tmp_path, grids):
+    """Each stage (b) grid is swept by name (its seeds and data seeds, not the script's), every
+    run finishes, a grid that fails does not stop the others, and one report covers them all.
     """
     from analyses.studies.grids import GRIDS, expand
 
     out = tmp_path / "grid"
     env = {**os.environ, "PYTHON": sys.executable, "EPOCHS": "4"}
+    if grids is not None:
+        env["GRIDS"] = " ".join(grids)
     result = subprocess.run(
         ["bash", str(SCRIPT), str(out), "--dry-run"], env=env, capture_output=True, text=True, timeout=900
     )
-    assert result.returncode == 0, result.stdout + result.stderr
-    grids = ("study-a-capacity", "study-a-wd", "study-a-ternary", "study-a-max", "study-a-vocab64")
-    assert "trained 5 grids" in result.stdout
-    for name in grids:
+    good = STAGE_B if grids is None else tuple(g for g in grids if g in GRIDS)
+    if grids is None:
+        assert result.returncode == 0, result.stdout + result.stderr
+    else:
+        assert result.returncode == 1 and "failed: no-such-grid" in result.stderr, (
+            result.stdout + result.stderr
+        )
+    assert f"trained {len(grids or STAGE_B)} grids" in result.stdout
+    for name in good:
         specs, _ = read_sweep(out / name)
         full = {_cell(s): s for s in expand(GRIDS[name], tmp_path / "x")}
         assert len(specs) == len(full) // GRIDS[name].seeds  # the first seed of every cell
@@ -52,8 +70,14 @@ def test_the_dry_run_sweeps_stage_b_grids_with_their_own_seeds_and_reports(tmp_p
             assert read_done(spec.out)["epochs"] == 4
     with open(out / "rates.csv") as table:
         rows = [row for row in csv.DictReader(table) if row["milestone"] == "rule"]
-    assert {row["sweep"] for row in rows} == set(grids) and all(row["finished"] == "1" for row in rows)
+    assert {row["sweep"] for row in rows} == set(good) and all(row["finished"] == "1" for row in rows)
     assert (out / "report.html").is_file()
+
+
+def test_the_study_a_script_sweeps_the_preregistered_stage_b_grids_by_default():
+    text = SCRIPT.read_text()
+    default = text.split('read -ra grids <<<"${GRIDS:-', 1)[1].split("}", 1)[0].split()
+    assert tuple(default) == STAGE_B
 
 
 def _cell(spec):
