@@ -115,7 +115,10 @@ def _pages_reading_results(app, env, added, changed, removed) -> list[str]:
 
 
 def _stamp_results(app, exception) -> None:
-    if exception is None:
+    # Only after a clean build: with -W a warning fails the build after this event, and a
+    # stamp written then would let the next build skip the page that warned. (Sphinx keeps the
+    # count in `_warncount`; without it, no stamp, so the pages are simply read again.)
+    if exception is None and getattr(app, "_warncount", 1) == 0:
         _results_stamp(app).write_text(app.interp_results_digest)
 
 

@@ -264,8 +264,9 @@ else:
     )
     # Stage (b) (docs/study_a.md, fixed before any of its runs; on a GPU: scripts/gpu/study_a.sh),
     # 5 seeds a cell at V*, 3,000 epochs, the headline's cadence and measures. Paired with the
-    # headline's first five seeds (sweep seed 400: same training sets and initialisations) where
-    # one setting of the headline changes: weight decay 0.4, and the max shortcut.
+    # headline's first five seeds (sweep seed 400: same data seeds and initialisations) where
+    # one setting of the headline changes: weight decay 0.4 (the same training sets), and the
+    # max shortcut (whose consistent examples, hence training sets, differ).
     _headline_5 = dataclasses.replace(GRIDS["study-a-headline"], seeds=5)
     GRIDS["study-a-wd"] = dataclasses.replace(
         _headline_5,

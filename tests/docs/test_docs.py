@@ -182,7 +182,7 @@ def test_an_incremental_build_redraws_the_pages_that_read_new_records(tmp_path):
         nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(page.read_text(), execution_count=1)])
         store.cache_notebook_bundle(CacheBundleIn(nb, str(page)), check_validity=False)
     config = SimpleNamespace(nb_execution_mode="cache", nb_execution_cache_path=str(cache))
-    app = SimpleNamespace(outdir=str(tmp_path / "html"))
+    app = SimpleNamespace(outdir=str(tmp_path / "html"), _warncount=0)
     (tmp_path / "html").mkdir()
     env = SimpleNamespace(found_docs={"study", "other"}, doc2path=lambda doc: pages[doc])
     saved = module["ROOT"]
@@ -199,6 +199,10 @@ def test_an_incremental_build_redraws_the_pages_that_read_new_records(tmp_path):
         assert [r.uri for r in store.list_cache_records()] == [str(pages["other"])]
         assert build() == []  # nothing changed since
         (root / "results" / "study-a" / "DONE").write_text('{"epochs": 3000}')
+        app._warncount = 1  # a build that warned (failed under -W) ...
         assert build() == ["study"]
+        app._warncount = 0
+        assert build() == ["study"]  # ... leaves the page to be read again
+        assert build() == []
     finally:
         module["ROOT"] = saved
