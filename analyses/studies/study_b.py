@@ -131,9 +131,11 @@ def wlmd_sample(
     window: tuple[float, float, float, float] | None = None,
     starts: Sequence[str | Path] | None = None,
     device: str = "cpu",
+    samples: str = "samples",
 ) -> tuple[Path, list[Path]]:
     """WLMD from the model of `source` on its sphere: entropy phase into ``out/entropy``,
-    production into ``out/samples`` (one checkpoint per snapshot in the window).
+    production into ``out/<samples>`` (one checkpoint per snapshot in the window; another
+    name gives a finished walk a second, independent production).
 
     The grid, window and ``ln f`` schedule are `settings`' (its grid and window lie around the
     source's ``(x0, y0)``; default: the study's wide grid), unless `grid` / `window` /
@@ -174,8 +176,8 @@ def wlmd_sample(
         else _starts(starts, config, settings, device)
     )
     sampler = _entropy_phase(out, folder_config, cvs, start, wcfg, settings, digests, migrate)
-    samples = wlmd_produce(
-        out / "samples",
+    saved = wlmd_produce(
+        out / samples,
         folder_config,
         cvs,
         sampler,
@@ -186,7 +188,7 @@ def wlmd_sample(
         digests=digests,
         migrate=migrate,
     )
-    return out, samples
+    return out, saved
 
 
 def _relative_source(out: Path, source: str) -> Callable[[dict[str, Any]], dict[str, Any]]:

@@ -217,8 +217,21 @@ def _walk_records(folder: Path) -> list[dict[str, Any]]:
     return walk_records(folder)
 
 
-def _run_variant(out: Path, folder: Path, variant: Variant, steps: int, settings: StudyBSettings) -> None:
-    from analyses.studies.study_b import first_checkpoint, source_cvs, wlmd_sample
+@dataclass(frozen=True)
+class _Walk:
+    """What a variant's pilot walk is made of (`_walk_inputs`)."""
+
+    reference: Path  # the pilot AdamW model: the window and grid lie around its (x, y)
+    settings: WLMDSettings
+    window: tuple[float, float, float, float]
+    grid: Any  # GridSpec, or None for the settings' own grid
+    starts: list[Path]  # one per walker
+    start_cvs: tuple[float, float]  # the reference's (x, y)
+
+
+def _walk_inputs(out: Path, variant: Variant, steps: int, settings: StudyBSettings) -> _Walk:
+    """`variant`'s pilot walk, its AdamW models trained into `out` when missing."""
+    from analyses.studies.study_b import first_checkpoint, source_cvs
     from analyses.studies.study_b_measure import adamw_run
 
     def adamw(seed: int, epochs: int = settings.epochs) -> Path:
@@ -240,9 +253,16 @@ def _run_variant(out: Path, folder: Path, variant: Variant, steps: int, settings
         grid = _grid_holding(WLMDSettings(), (x0, y0), [source_cvs(s, wlmd.k) for s in starts])
     else:
         starts = [reference] * variant.walkers
+    return _Walk(reference, wlmd, window, grid, starts, (x0, y0))
+
+
+def _run_variant(out: Path, folder: Path, variant: Variant, steps: int, settings: StudyBSettings) -> None:
+    from analyses.studies.study_b import wlmd_sample
+
+    walk = _walk_inputs(out, variant, steps, settings)
     before = len(_walk_records(folder))
     cpu = time.process_time()
-    wlmd_sample(folder, starts[0], wlmd, grid=grid, window=window, starts=starts)
+    wlmd_sample(folder, walk.starts[0], walk.settings, grid=walk.grid, window=walk.window, starts=walk.starts)
     cpu = time.process_time() - cpu
     records = _walk_records(folder)
     timed = records[-1]["step"] - (records[before - 1]["step"] if before else 0)
@@ -260,12 +280,91 @@ def _run_variant(out: Path, folder: Path, variant: Variant, steps: int, settings
         "dt": variant.dt,
         "gamma": variant.gamma,
         "radius": settings.weight_norm,
-        "window": list(window),
-        "start_cvs": [x0, y0],
+        "window": list(walk.window),
+        "start_cvs": list(walk.start_cvs),
         "cpu_seconds": cpu,
         "steps_timed": timed,
     }
     (folder / PILOT_FILE).write_text(json.dumps(pilot, indent=1))
+
+
+PRODUCTION_DIR = "production-check"
+PRODUCTION_FILE = "production-check.json"
+
+
+def production_check(
+    out: str | Path,
+    variant: Variant | str = "walkers-own-starts",
+    steps: int = 10_000,
+    settings: StudyBSettings = PROTOCOL_2,
+) -> dict[str, Any]:
+    """The adopted variant's production phase on its finished pilot walk, and the check fixed
+    for it (docs/study_b.md): it passes when every walker after the first (those that start
+    at their own AdamW models) has at least one sample in the target window.
+
+    Production runs with `settings`' own production (steps, look every, sample cap) and S frozen,
+    from the walk's last checkpoint, into ``OUT/VARIANT/production-check`` (a second production
+    beside the pilot's empty one); its summary, with each sample's cosine to its walker's start,
+    is written to ``OUT/VARIANT/production-check.json`` and returned. Re-running reads it back.
+
+    Raises:
+        ConfigError: If the variant's pilot walk has not been run (`run_pilots`).
+    """
+    import torch
+
+    from analyses.studies.study_b import _model_cvs, _source, wlmd_sample
+    from interp.errors import ConfigError
+    from interp.store import load_checkpoint
+
+    out = Path(out)
+    variant = next(v for v in VARIANTS if v.name == variant) if isinstance(variant, str) else variant
+    folder = out / variant.name
+    if (folder / PRODUCTION_FILE).exists():
+        return json.loads((folder / PRODUCTION_FILE).read_text())
+    if not (folder / PILOT_FILE).exists():
+        raise ConfigError(
+            f"{folder} has no finished pilot walk ({PILOT_FILE})", "run the pilots first (run_pilots)"
+        )
+    walk = _walk_inputs(out, variant, steps, settings)
+    production = dataclasses.replace(
+        walk.settings,
+        production_steps=settings.wlmd.production_steps,
+        every=settings.wlmd.every,
+        max_samples=settings.wlmd.max_samples,
+    )
+    _, saved = wlmd_sample(
+        folder,
+        walk.starts[0],
+        production,
+        grid=walk.grid,
+        window=walk.window,
+        starts=walk.starts,
+        samples=PRODUCTION_DIR,
+    )
+
+    # Flattened as the sampler flattens (`ModelCVs.flatten`), in double as `walk_record` measures.
+    def flat(path: str | Path) -> torch.Tensor:
+        model, _, config = _source(path)
+        return _model_cvs(model, config, production.k)[0].flatten().double()
+
+    starts = [flat(s) for s in walk.starts]
+    samples = []
+    for path in saved:
+        meta = load_checkpoint(path).meta
+        cosine = torch.nn.functional.cosine_similarity(flat(path), starts[meta["walker"]], dim=0)
+        samples.append({k: meta[k] for k in ("walker", "sampler_step", "x", "y")} | {"cosine": float(cosine)})
+    walkers = range(1, variant.walkers)
+    result = {
+        "variant": variant.name,
+        "window": list(walk.window),
+        "production_steps": production.production_steps,
+        "every": production.every,
+        "max_samples": production.max_samples,
+        "samples": samples,
+        "passed": all(any(s["walker"] == w for s in samples) for w in walkers),
+    }
+    (folder / PRODUCTION_FILE).write_text(json.dumps(result, indent=1))
+    return result
 
 
 def _grid_holding(grid: WLMDSettings, target: tuple[float, float], starts: Sequence[tuple[float, float]]):

@@ -4,6 +4,7 @@ Usage::
 
     python scripts/long_runs/study_b_pilots.py OUT [--steps 10000] [--export DEST]
     python scripts/long_runs/study_b_pilots.py --records DEST     # the table from committed records
+    python scripts/long_runs/study_b_pilots.py OUT --production-check [--export DEST]
 
 OUT holds the pilot AdamW models and each variant's walk (`analyses.studies.study_b_pilots`);
 re-running the same line resumes. `--export DEST` copies the compact records (no weights), from
@@ -14,6 +15,7 @@ the process's own CPU clock, and share the machine with study A.
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
 
@@ -28,9 +30,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=10_000, help="entropy steps a variant [default: 10000]")
     parser.add_argument("--export", type=Path, default=None, help="copy the compact records here")
     parser.add_argument("--records", type=Path, default=None, help="only print the table of these records")
+    parser.add_argument(
+        "--production-check",
+        action="store_true",
+        help="run walkers-own-starts' production on its pilot walk and print the check",
+    )
     args = parser.parse_args(argv)
     if (args.out is None) == (args.records is None):
         parser.error("give OUT to run the pilots, or --records DEST to read committed ones")
+    if args.production_check and args.out is None:
+        parser.error("--production-check needs OUT, the pilots' run folder")
     if args.steps < 100:
         parser.error(
             f"--steps {args.steps} is too short: at least 100 (ten records a walk, a hundred for random starts)"
@@ -39,11 +48,32 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--records {args.records} is not a folder (an --export folder of the pilots)")
     import torch
 
-    from analyses.studies.study_b_pilots import decide, export_pilots, pilot_table, run_pilots
+    from analyses.studies.study_b_pilots import (
+        PRODUCTION_FILE,
+        decide,
+        export_pilots,
+        pilot_table,
+        production_check,
+        run_pilots,
+    )
     from interp.training.memory import keep_freed_memory
 
     torch.set_num_threads(1)
     keep_freed_memory()
+    if args.production_check:
+        check = production_check(args.out, steps=args.steps)
+        for sample in check["samples"]:
+            print(
+                ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in sample.items())
+            )
+        print(
+            f"{len(check['samples'])} samples in the window {check['window']}; check passed: {check['passed']}"
+        )
+        if args.export is not None:
+            dest = args.export / check["variant"]
+            dest.mkdir(parents=True, exist_ok=True)
+            shutil.copy(args.out / check["variant"] / PRODUCTION_FILE, dest / PRODUCTION_FILE)
+        return 0
     if args.records is not None:
         frame = pilot_table(args.records)
         if frame.empty:

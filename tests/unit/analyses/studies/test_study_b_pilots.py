@@ -179,3 +179,63 @@ def test_a_grid_is_protocol_2s_unless_a_start_lies_outside_it():
     width = (base.x_range[1] - base.x_range[0]) / base.n_x
     assert wider.x_range[0] == base.x_range[0] and wider.n_x == base.n_x + 1
     assert wider.x_range[1] == pytest.approx(base.x_range[1] + width) and wider.y_range == base.y_range
+
+
+def test_the_production_check_samples_each_walker_and_measures_its_cosine(tmp_path):
+    """walkers-own-starts at toy scale with a window that holds every state: production saves
+    samples of every walker, each with its (x, y) in the window and its cosine to its own
+    start as computed here from the stored weights; the check passes, and reads back.
+    """
+    import json
+
+    import torch
+
+    from analyses.studies.study_b_pilots import PRODUCTION_FILE, production_check, run_pilots
+    from analyses.studies.study_b_settings import settings_with
+    from interp.store import checkpoint_dir, list_checkpoints
+    from models import load_model
+
+    settings = settings_with(
+        {
+            "p": 11,
+            "train_frac": 0.6,
+            "epochs": 30,
+            "lr": 1e-2,
+            "model_overrides": {"d_model": 16, "d_mlp": 32, "d_head": 8},
+            "wlmd": {
+                "window_x": 100.0,
+                "window_y": 0.0,
+                "production_steps": 40,
+                "every": 5,
+                "max_samples": 7,
+            },
+        },
+        PROTOCOL_2,
+    )
+    own = VARIANTS[1]
+    run_pilots(tmp_path, steps=20, variants=(own,), settings=settings)
+    check = production_check(tmp_path, own, steps=20, settings=settings)
+
+    assert check["passed"] and len(check["samples"]) == 7  # capped at max_samples
+    assert [s["walker"] for s in check["samples"]] == [0, 1, 2, 0, 1, 2, 0]  # every look, every walker
+    x_lo, x_hi, y_lo, y_hi = check["window"]
+    assert all(x_lo <= s["x"] <= x_hi and y_lo <= s["y"] <= y_hi for s in check["samples"])
+
+    def weights(run, step=-1):
+        """The trainable parameters of checkpoint `step` of `run`, flat in name order (a cosine
+        is the same in any order both vectors share; buffers are not walked).
+        """
+        model, ckpt = load_model(checkpoint_dir(run, list_checkpoints(run)[step]))
+        names = sorted(name for name, p in model.named_parameters() if p.requires_grad)
+        return torch.cat([ckpt.state_dict[name].double().flatten() for name in names])
+
+    production = tmp_path / own.name / "production-check"
+    starts = [tmp_path / "adamw", tmp_path / "model-101-30", tmp_path / "model-102-30"]
+    for n, sample in enumerate(check["samples"]):
+        theta, start = weights(production, n), weights(starts[sample["walker"]])
+        assert sample["cosine"] == pytest.approx(
+            float(theta @ start / (theta.norm() * start.norm())), abs=1e-9
+        )
+    assert max(s["cosine"] for s in check["samples"]) < 1  # the walkers moved
+    stored = json.loads((tmp_path / own.name / PRODUCTION_FILE).read_text())
+    assert production_check(tmp_path, own, steps=20, settings=settings) == stored  # read back, not rerun
