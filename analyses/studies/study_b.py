@@ -22,6 +22,7 @@ result tables.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -191,6 +192,31 @@ def wlmd_sample(
     return out, saved
 
 
+def grid_holding(
+    settings: WLMDSettings, target: tuple[float, float], starts: Sequence[tuple[float, float]]
+) -> GridSpec:
+    """`settings`' entropy grid around the target ``(x0, y0)``, exactly, when it holds every start's
+    ``(x, y)``; otherwise extended, by whole bins of its own width, just far enough to hold them
+    (a start outside the grid cannot walk; protocol 2's upper x wall stays where it is whenever
+    it can).
+    """
+    base = settings.grid(*target)
+    (x_lo, x_hi), (y_lo, y_hi) = base.x_range, base.y_range
+    width_x, width_y = (x_hi - x_lo) / base.n_x, (y_hi - y_lo) / base.n_y
+    xs, ys = [x for x, _ in starts], [y for _, y in starts]
+    below_x = math.ceil(max(0.0, x_lo - min(xs)) / width_x + 0.5) if min(xs) <= x_lo else 0
+    above_x = math.ceil(max(0.0, max(xs) - x_hi) / width_x + 0.5) if max(xs) >= x_hi else 0
+    below_y = math.ceil(max(0.0, y_lo - min(ys)) / width_y + 0.5) if min(ys) <= y_lo else 0
+    if not (below_x or above_x or below_y):
+        return base
+    return GridSpec(
+        (x_lo - below_x * width_x, x_hi + above_x * width_x),
+        (y_lo - below_y * width_y, y_hi),
+        base.n_x + below_x + above_x,
+        base.n_y + below_y,
+    )
+
+
 def _relative_source(out: Path, source: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """Read a walk folder written when its config named the start by an absolute path as the
     same run when that path is the same checkpoint as `source` (relative to ``out/entropy``).
@@ -245,8 +271,9 @@ def _entropy_phase(
 ) -> Any:
     """The entropy phase in chunks of `report_every` steps, each ending in a checkpoint and a
     `walk_record` appended to ``out/walk.json`` (rewritten atomically, so a kill leaves the
-    previous list); it ends at `steps`, or with a `target_cosine` once every walker is at most
-    that far (cosine) from the start after at least `steps`, or at the `budget`. Resumes: the
+    previous list); it ends at `steps`, or with a `target_cosine` once every walker (or the
+    median one: `target_walker`) is at most that far (cosine) from its start after at least
+    `steps`, or at the `budget`. Resumes: the
     run folder resumes bit-identically and a chunk whose record was lost is recorded again
     from its checkpoint.
     """
@@ -258,7 +285,7 @@ def _entropy_phase(
         far = (
             settings.target_cosine is not None
             and bool(records)
-            and max(records[-1]["cosine"]) <= settings.target_cosine
+            and settings.walk_cosine(records[-1]["cosine"]) <= settings.target_cosine
         )
         finished = step >= budget or (step >= settings.steps and (settings.target_cosine is None or far))
         if finished and sampler is not None:

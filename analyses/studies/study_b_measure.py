@@ -26,6 +26,7 @@ from analyses.studies.study_b import (
     cosine_frame,
     forgetting_figure,
     goldilocks,
+    grid_holding,
     inject,
     rank_figure,
     rank_frame,
@@ -34,7 +35,7 @@ from analyses.studies.study_b import (
     wlmd_sample,
 )
 from analyses.studies.study_b_settings import StudyBSettings
-from interp.config import to_dict
+from interp.config import from_dict, to_dict
 from interp.errors import ConfigError
 from interp.store import checkpoint_dir, list_checkpoints
 from interp.store.atomic import atomic_write_json
@@ -52,9 +53,16 @@ RANK_MATRICES = ("W_Q", "W_K", "W_V", "W_O", "W_in", "W_out", "W_E", "W_U")
 
 
 def wlmd_samples(
-    folder: str | Path, adamw: str | Path, seed: int, settings: StudyBSettings, device: str = "cpu"
+    folder: str | Path,
+    adamw: str | Path,
+    seed: int,
+    settings: StudyBSettings,
+    device: str = "cpu",
+    starts: Sequence[str | Path] | None = None,
 ) -> list[Path]:
-    """WLMD from `adamw` on the narrow grid into ``folder`` (reused if its production is DONE), on `device`.
+    """WLMD from `adamw` on the narrow grid into ``folder`` (reused if its production is DONE), on
+    `device`; walker i starts at ``starts[i]`` when given (the grid then widened to hold every
+    start: `study_b.grid_holding`).
 
     Returns:
         The sample checkpoint folders (possibly none).
@@ -62,8 +70,35 @@ def wlmd_samples(
     folder = Path(folder)
     if is_done(folder / "samples"):
         return [checkpoint_dir(folder / "samples", s) for s in list_checkpoints(folder / "samples")]
-    _, samples = wlmd_sample(folder, adamw, dataclasses.replace(settings.wlmd, seed=seed), device=device)
+    wlmd = dataclasses.replace(settings.wlmd, seed=seed)
+    grid = None
+    if starts is not None:
+        grid = grid_holding(wlmd, source_cvs(adamw, wlmd.k), [source_cvs(s, wlmd.k) for s in starts])
+    _, samples = wlmd_sample(folder, adamw, wlmd, grid=grid, starts=starts, device=device)
     return samples
+
+
+def injected_sample(folder: str | Path, settings: StudyBSettings) -> Path | None:
+    """The WLMD sample of a seed's ``wlmd`` folder that is injected: the last production sample
+    of a walker whose cosine to its own start had reached `target_cosine` at the walk's end (the
+    last sample of all when none had, or without a target); None without samples.
+    """
+    chosen = _injected(Path(folder), settings)
+    return None if chosen is None else checkpoint_dir(Path(folder) / "samples", chosen[0])
+
+
+def _injected(folder: Path, settings: StudyBSettings) -> tuple[int, int] | None:
+    """``(sample step, its walker)`` of `injected_sample`, or None."""
+    samples = folder / "samples"
+    if not is_done(samples) or not list_checkpoints(samples):
+        return None
+    walker = {r["step"]: r["walker"] for r in read_metrics(samples)}  # one log line a sample
+    steps = list_checkpoints(samples)
+    target, records = settings.wlmd.target_cosine, walk_records(folder)
+    if target is not None and records:
+        far = [s for s in steps if records[-1]["cosine"][walker[s]] <= target]
+        steps = far or steps
+    return steps[-1], walker[steps[-1]]
 
 
 def adamw_run(
@@ -90,9 +125,10 @@ def run_seed(
 ) -> Path:
     """Goldilocks AdamW -> WLMD sample -> 3 noise types x 2 models of injection, for one seed.
 
-    Every step resumes, or is skipped when its folder is complete. The injected WLMD model is
-    the last production sample (the longest walk); without a sample only AdamW is injected
-    (with a warning).
+    Every step resumes, or is skipped when its folder is complete. With ``walker_starts="own"``
+    walker i > 0 starts at its own AdamW model (``seed_<seed>/adamw-start-<i>``). The injected
+    WLMD model is `injected_sample`'s (the last production sample of a walker that reached the
+    cosine target); without a sample only AdamW is injected (with a warning).
 
     Args:
         out: The parent folder; this seed writes ``out/seed_<seed>/{adamw, wlmd, inject-*}``.
@@ -106,12 +142,19 @@ def run_seed(
     """
     folder = seed_folder(out, seed)
     adamw = adamw_run(folder / "adamw", seed, settings, device=device)
-    samples = wlmd_samples(folder / "wlmd", adamw, seed, settings, device)
-    if not samples:
+    starts = None
+    if settings.walker_starts == "own":
+        starts = [adamw] + [
+            adamw_run(folder / f"adamw-start-{i}", start, settings, device=device)
+            for i, start in enumerate(settings.start_seeds(seed)[1:], 1)
+        ]
+    wlmd_samples(folder / "wlmd", adamw, seed, settings, device, starts)
+    sample = injected_sample(folder / "wlmd", settings)
+    if sample is None:
         warnings.warn(
             f"seed {seed}: no WLMD sample in the window; only the AdamW model is injected", stacklevel=2
         )
-    sources = {"adamw": adamw, **({"wlmd": samples[-1]} if samples else {})}
+    sources = {"adamw": adamw, **({"wlmd": sample} if sample is not None else {})}
     cfg = settings.finetune_config()
     for noise in NOISES:
         for label, source in sources.items():
@@ -185,18 +228,23 @@ def summary(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def wlmd_frame(out: str | Path) -> pd.DataFrame:
-    """Per seed: the AdamW model's (x, y), the injected WLMD sample's, and the cosine between them."""
-    rows = []
+    """Per seed: the AdamW model's (x, y), the injected WLMD sample's (`injected_sample`), its
+    walker and that walker's cosine to its own start at the walk's end, and the cosine between
+    the sample and the seed's AdamW model.
+    """
+    rows, settings = [], measured_settings(out)
     for seed, folder in seed_folders(out).items():
-        samples = folder / "wlmd" / "samples"
-        if not is_done(samples) or not list_checkpoints(samples):
+        chosen = _injected(folder / "wlmd", settings)
+        if chosen is None:
             rows.append({"seed": seed, "samples": 0})
             continue
-        last = checkpoint_dir(samples, list_checkpoints(samples)[-1])
+        samples = folder / "wlmd" / "samples"
+        sample, walker = checkpoint_dir(samples, chosen[0]), chosen[1]
         entropy = read_metrics(folder / "wlmd" / "entropy")
+        records = walk_records(folder / "wlmd")
         x0, y0 = source_cvs(folder / "adamw")
-        x, y = source_cvs(last)
-        cos = cosine_frame({"x": (folder / "adamw", last)}).iloc[0]
+        x, y = source_cvs(sample)
+        cos = cosine_frame({"x": (folder / "adamw", sample)}).iloc[0]
         rows.append(
             {
                 "seed": seed,
@@ -205,6 +253,8 @@ def wlmd_frame(out: str | Path) -> pd.DataFrame:
                 "y_adamw": y0,
                 "x_wlmd": x,
                 "y_wlmd": y,
+                "sample_walker": walker,
+                "sample_walker_cosine": records[-1]["cosine"][walker] if records else None,
                 "cosine_adamw_wlmd": float(cos["cosine"]),
                 "distance_adamw_wlmd": float(cos["distance"]),
                 "walls": entropy[-1]["walls"] if entropy else None,
@@ -213,6 +263,14 @@ def wlmd_frame(out: str | Path) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def measured_settings(out: str | Path) -> StudyBSettings:
+    """The settings a folder was measured with (its ``settings.json``; the defaults without one)."""
+    path = Path(out) / SETTINGS_FILE
+    if not path.exists():
+        return StudyBSettings()
+    return from_dict(StudyBSettings, json.loads(path.read_text()), where=str(path))
 
 
 def walk_summary(folder: str | Path) -> dict[str, Any]:
@@ -418,6 +476,23 @@ def _status(row: pd.Series, cap: int) -> str:
     return f"**not reached** (cap {cap}), noise {row['noise_acc_after']:.3f}"
 
 
+def untested(walk: pd.Series | Mapping[str, Any], settings: Mapping[str, Any]) -> str | None:
+    """Why a seed's WLMD sample does not test the claim, or None when it does: its walker's
+    cosine to its own start above the walk's `target_cosine`, or the walk's flatness below
+    `target_flatness` (`walk` is a `wlmd_frame` row; `settings` the measured settings as JSON).
+    """
+    reasons = []
+    target = settings.get("wlmd", {}).get("target_cosine")
+    cosine = walk.get("sample_walker_cosine", walk.get("walk_cosine_max"))
+    if target is not None and cosine is not None and not pd.isna(cosine) and cosine > target:
+        reasons.append(f"cosine {cosine:.3f} > {target}")
+    flat = settings.get("target_flatness")
+    flatness = walk.get("walk_flatness")
+    if flat is not None and flatness is not None and not pd.isna(flatness) and flatness < flat:
+        reasons.append(f"flatness {flatness:.3g} < {flat}")
+    return ", ".join(reasons) or None
+
+
 def markdown_tables(dest: str | Path) -> str:
     """The docs' retention table (every run with its status) and the WLMD table, from `export_results` records."""
     dest = Path(dest)
@@ -428,12 +503,17 @@ def markdown_tables(dest: str | Path) -> str:
         "| noise | seed | AdamW | WLMD | AdamW: stop | WLMD: stop | cos before/after, AdamW | cos, WLMD |",
         "|---|---|---|---|---|---|---|---|",
     ]
+    wlmd = pd.read_csv(dest / "study_b_wlmd.csv") if (dest / "study_b_wlmd.csv").exists() else None
     for noise in NOISES:
         sub = runs[runs["noise"] == noise]
         for seed in sorted(sub["seed"].unique()):
             cells = {m: sub[(sub["seed"] == seed) & (sub["model"] == m)] for m in MODELS}
             acc = [f"{c['test_acc_after'].iloc[0]:.4f}" if len(c) else "-" for c in cells.values()]
             stop = [_status(c.iloc[0], cap) if len(c) else "-" for c in cells.values()]
+            walk = wlmd[wlmd["seed"] == seed] if wlmd is not None else None
+            reason = untested(walk.iloc[0], settings) if walk is not None and len(walk) else None
+            if reason and len(cells["wlmd"]):
+                stop[1] = f"**claim not tested** ({reason}); {stop[1]}"
             cos = [f"{c['cosine_before_after'].iloc[0]:.3f}" if len(c) else "-" for c in cells.values()]
             lines.append(f"| {noise} | {seed} | {' | '.join(acc)} | {' | '.join(stop)} | {' | '.join(cos)} |")
         means = [sub[sub["model"] == m] for m in MODELS]
@@ -444,8 +524,7 @@ def markdown_tables(dest: str | Path) -> str:
             f"| **{noise}** | **mean** | {' | '.join(acc)} | {' | '.join(reached)} | {' | '.join(cos)} |"
         )
     text = "\n".join(lines)
-    if (dest / "study_b_wlmd.csv").exists():
-        wlmd = pd.read_csv(dest / "study_b_wlmd.csv")
+    if wlmd is not None:
         shown = wlmd.drop(columns=[c for c in ("source",) if c in wlmd.columns])
         text += "\n\n" + format_table([str(c) for c in shown.columns], shown.to_numpy().tolist())
     return text

@@ -231,7 +231,7 @@ class _Walk:
 
 def _walk_inputs(out: Path, variant: Variant, steps: int, settings: StudyBSettings) -> _Walk:
     """`variant`'s pilot walk, its AdamW models trained into `out` when missing."""
-    from analyses.studies.study_b import first_checkpoint, source_cvs
+    from analyses.studies.study_b import first_checkpoint, grid_holding, source_cvs
     from analyses.studies.study_b_measure import adamw_run
 
     def adamw(seed: int, epochs: int = settings.epochs) -> Path:
@@ -245,12 +245,12 @@ def _walk_inputs(out: Path, variant: Variant, steps: int, settings: StudyBSettin
     grid = None
     if variant.starts == "own":
         starts = [reference] + [adamw(PILOT_SEED + i) for i in range(1, variant.walkers)]
-        grid = _grid_holding(wlmd, (x0, y0), [source_cvs(s, wlmd.k) for s in starts])
+        grid = grid_holding(wlmd, (x0, y0), [source_cvs(s, wlmd.k) for s in starts])
     elif variant.starts == "random":
         # Step 0 of a run: the untrained weights, already projected onto the sphere. The
         # study's wide grid, so that the walk can come down to the target.
         starts = [first_checkpoint(adamw(PILOT_SEED + 1000 + i, epochs=1)) for i in range(variant.walkers)]
-        grid = _grid_holding(WLMDSettings(), (x0, y0), [source_cvs(s, wlmd.k) for s in starts])
+        grid = grid_holding(WLMDSettings(), (x0, y0), [source_cvs(s, wlmd.k) for s in starts])
     else:
         starts = [reference] * variant.walkers
     return _Walk(reference, wlmd, window, grid, starts, (x0, y0))
@@ -365,31 +365,6 @@ def production_check(
     }
     (folder / PRODUCTION_FILE).write_text(json.dumps(result, indent=1))
     return result
-
-
-def _grid_holding(grid: WLMDSettings, target: tuple[float, float], starts: Sequence[tuple[float, float]]):
-    """`grid`'s entropy grid around the target ``(x0, y0)``, exactly, when it holds every start's
-    ``(x, y)``; otherwise extended, by whole bins of its own width, just far enough to hold them
-    (a start outside the grid cannot walk; protocol 2's upper x wall stays where it is whenever
-    it can).
-    """
-    from interp.wlmd.grid import GridSpec
-
-    base = grid.grid(*target)
-    (x_lo, x_hi), (y_lo, y_hi) = base.x_range, base.y_range
-    width_x, width_y = (x_hi - x_lo) / base.n_x, (y_hi - y_lo) / base.n_y
-    xs, ys = [x for x, _ in starts], [y for _, y in starts]
-    below_x = math.ceil(max(0.0, x_lo - min(xs)) / width_x + 0.5) if min(xs) <= x_lo else 0
-    above_x = math.ceil(max(0.0, max(xs) - x_hi) / width_x + 0.5) if max(xs) >= x_hi else 0
-    below_y = math.ceil(max(0.0, y_lo - min(ys)) / width_y + 0.5) if min(ys) <= y_lo else 0
-    if not (below_x or above_x or below_y):
-        return base
-    return GridSpec(
-        (x_lo - below_x * width_x, x_hi + above_x * width_x),
-        (y_lo - below_y * width_y, y_hi),
-        base.n_x + below_x + above_x,
-        base.n_y + below_y,
-    )
 
 
 def export_pilots(out: str | Path, dest: str | Path, variants: Sequence[Variant] = VARIANTS) -> Path:

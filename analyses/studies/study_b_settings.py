@@ -14,7 +14,8 @@ goldilocks AdamW run, the WLMD settings and the noise injection.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from interp.training.config import TrainConfig
     from interp.wlmd.grid import GridSpec, Schedule
 
+OWN_START_STRIDE = 1000  # walker i > 0 of seed s starts at the AdamW model of init seed s + 1000 i
 Y_TOP = 10.2  # upper edge of the y grid: y = 10 * mean sigmoid(...) <= 10
 
 
@@ -57,6 +59,11 @@ class WLMDSettings:
         None,
         "Extend the entropy phase past `steps` until every walker's cosine to the start is <= this "
         "(None: exactly `steps`).",
+    )
+    target_walker: str = param(
+        "every",
+        "Whose cosine target_cosine asks for: every walker's, or the median walker's.",
+        added=True,
     )
     max_steps: int | None = param(
         None, "Step budget of the entropy phase with target_cosine [default: steps]."
@@ -97,6 +104,7 @@ class WLMDSettings:
             check_real(owner, name, getattr(self, name), 0, float("inf"), low_open=True)
         check_real(owner, "gamma", self.gamma, 0, 1, low_open=True)
         check_choice(owner, "engine", self.engine, ("loop", "vectorized"))
+        check_choice(owner, "target_walker", self.target_walker, ("every", "median"))
         check_real(owner, "window_x", self.window_x, 0, float("inf"))
         check_real(owner, "y_low", self.y_low, float("-inf"), Y_TOP, high_open=True)
         if not isinstance(self.bins, tuple) or len(self.bins) != 2:
@@ -117,6 +125,12 @@ class WLMDSettings:
     def window(self, x0: float, y0: float) -> tuple[float, float, float, float]:
         """The production window ``(x_lo, x_hi, y_lo, y_hi)`` around a start at ``(x0, y0)``."""
         return x0 - self.window_x, x0 + self.window_x, min(y0, self.window_y), Y_TOP
+
+    def walk_cosine(self, cosines: Sequence[float]) -> float:
+        """The cosine `target_cosine` is compared with: the largest of the walkers' cosines to
+        their starts (every walker must be that far), or their median.
+        """
+        return max(cosines) if self.target_walker == "every" else statistics.median(cosines)
 
     def budget(self) -> int:
         """The most entropy-phase steps: `steps`, or `max_steps` when a `target_cosine` may extend it."""
@@ -171,6 +185,19 @@ class StudyBSettings:
     injection_keep_norm: bool = param(
         True, "Keep the injection on the extended model's sphere (False: drop the norm constraint)."
     )
+    walker_starts: str = param(
+        "source",
+        "Where the walkers start: source (every walker at the seed's AdamW model) or own (walker "
+        f"i > 0 at its own AdamW model, init seed seed + {OWN_START_STRIDE} i, the same training set "
+        "and settings).",
+        added=True,
+    )
+    target_flatness: float | None = param(
+        None,
+        "The flatness (min / mean of the visited bins' histogram) a walk must reach for its sample "
+        "to test the claim: reported in the table, not a stop (None: no target).",
+        added=True,
+    )
 
     def __post_init__(self) -> None:
         owner = "StudyBSettings"
@@ -180,6 +207,15 @@ class StudyBSettings:
             check_real(owner, name, getattr(self, name), 0, float("inf"), low_open=True)
         check_real(owner, "injection_target_acc", self.injection_target_acc, 0, 1, high_open=True)
         check_bool(owner, "injection_keep_norm", self.injection_keep_norm)
+        check_choice(owner, "walker_starts", self.walker_starts, ("source", "own"))
+        if self.target_flatness is not None:
+            check_real(owner, "target_flatness", self.target_flatness, 0, 1)
+
+    def start_seeds(self, seed: int) -> list[int]:
+        """The init seeds of the AdamW models the walkers of `seed` start at (one per walker)."""
+        if self.walker_starts == "source":
+            return [seed] * self.wlmd.walkers
+        return [seed + OWN_START_STRIDE * i for i in range(self.wlmd.walkers)]
 
     def finetune_config(self) -> TrainConfig:
         """The injections' fine-tuning config (the norm is set per source by `study_b.inject`)."""
@@ -235,4 +271,17 @@ combined train accuracy: the norm constraint dropped during injection (on the sp
 accuracy stalls at ~0.14), AdamW lr 3e-3 (reached at step 2,779; lr 1e-3 was at 0.885 after
 3,000), a cap of 20,000 steps (the runs that do not reach it are recorded as such)."""
 
-PRESETS = {"cpu": StudyBSettings(), "protocol-2": PROTOCOL_2}
+PROTOCOL_2_WALKERS = dataclasses.replace(
+    PROTOCOL_2,
+    wlmd=dataclasses.replace(LONG_WLMD, walkers=3, steps=10_000, target_walker="median"),
+    walker_starts="own",
+    target_flatness=0.8,
+)
+"""Protocol 2 with the shorter road its pilots adopted (docs/study_b.md, "A shorter road"): three
+walkers sharing S, walker i > 0 from its own AdamW model, at least 10^4 entropy steps (the
+pilots' length) and then on until the median walker's cosine to its own start is <= 0.9 (the
+pilots' projection), within the same 3 * 10^5 budget. The injected WLMD model is a sample of a
+walker that reached the cosine; a walk below the flatness target 0.8 (the classic Wang-Landau
+criterion) is reported as not testing the claim."""
+
+PRESETS = {"cpu": StudyBSettings(), "protocol-2": PROTOCOL_2, "protocol-2-walkers": PROTOCOL_2_WALKERS}

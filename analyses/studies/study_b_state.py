@@ -6,9 +6,10 @@ the walk (hundreds of MB over a long walk) outside the repository. The committed
 unfinished walk from step 0. `export_state(out, dest)` writes what resuming needs instead,
 per seed that has a walk:
 
-* ``seed_N/adamw/``: the AdamW run's records and its newest checkpoint (the walk's start; the
-  run is complete, so it is kept, not retrained, and the walk's cosines stay measured against
-  the very same weights);
+* ``seed_N/adamw/`` (and ``seed_N/adamw-start-<i>/``, the own starts of walkers i > 0 with
+  ``walker_starts="own"``): the AdamW runs' records and newest checkpoints (the walk's starts;
+  the runs are complete, so they are kept, not retrained, and the walk's cosines stay measured
+  against the very same weights);
 * ``seed_N/wlmd/entropy/``: the walk's run records and its newest checkpoint (walker states,
   velocities, S and H, the RNG: it resumes bit-identically);
 * ``seed_N/wlmd/walk.json``: the walk's chunk records (S in the last one only, as committed);
@@ -38,8 +39,10 @@ from interp.store.layout import LATEST_FILE
 from interp.store.run_folder import CHECKPOINTS_DIR
 from interp.sweep.specs import seed_folders
 
-# The run folders of a seed that resuming its walk needs (each with its newest checkpoint only).
+# The run folders of a seed that resuming its walk needs (each with its newest checkpoint only):
+# these, and every walker's own start (`START_RUNS`).
 RUNS = ("adamw", "wlmd/entropy")
+START_RUNS = "adamw-start-*"
 
 
 def export_state(out: str | Path, dest: str | Path) -> dict[int, int]:
@@ -74,7 +77,7 @@ def export_state(out: str | Path, dest: str | Path) -> dict[int, int]:
         try:
             (staged / "wlmd").mkdir(parents=True)
             atomic_write_json(staged / "wlmd" / WALK_FILE, compact_walk(records))
-            for run in RUNS:
+            for run in [*RUNS, *sorted(p.name for p in folder.glob(START_RUNS))]:
                 _copy_newest(folder / run, staged / run)
             # Swap in the complete copy: a kill leaves the previous state or the new one (a
             # kill between the two renames leaves the previous one as .old: `_recover`).

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from analyses.studies.study_b_settings import WLMDSettings
+from analyses.studies.study_b_settings import PRESETS, WLMDSettings
 from interp.cli.options import config_options, given, parse_seeds
 from interp.config import from_dict
 from interp.errors import ConfigError, did_you_mean
@@ -231,10 +231,11 @@ def study_b() -> None:
 @click.option("--threads", type=int, default=1, show_default=True, help="torch threads.")
 @click.option(
     "--preset",
-    type=click.Choice(["cpu", "protocol-2"]),
+    type=click.Choice(list(PRESETS)),
     default="cpu",
     show_default=True,
-    help="Base settings: the first CPU-scale protocol, or protocol 2 (long walks, unconstrained injections).",
+    help="Base settings: the first CPU-scale protocol; protocol 2 (long walks, unconstrained "
+    "injections); or protocol 2 with three walkers from their own AdamW models (the adopted shorter road).",
 )
 @click.option(
     "--export",
@@ -271,10 +272,10 @@ def study_b_measure(
 
     \b
     Examples:
-      interp study-b measure runs/study-b-2 --seeds 0-2 --preset protocol-2 --export results/study-b/protocol-2
+      interp study-b measure runs/study-b-2 --seeds 0-2 --preset protocol-2-walkers --export results/study-b/protocol-2
       interp study-b measure runs/b-gpu --seeds 3 --preset protocol-2 --device cuda --vectorize --runs-only
     """
-    from analyses.studies.study_b_settings import PRESETS, settings_with
+    from analyses.studies.study_b_settings import settings_with
 
     overrides = _json_object(settings_json, "--settings")
     if vectorize and isinstance(overrides.get("wlmd", {}), dict):  # a non-object is refused below

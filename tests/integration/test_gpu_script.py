@@ -101,12 +101,14 @@ def test_the_study_b_dry_run_measures_two_seeds_side_by_side_with_vectorised_wal
     assert (
         settings["wlmd"]["engine"] == "vectorized" and settings["wlmd"]["target_cosine"] == 0.9
     )  # protocol 2
+    assert settings["walker_starts"] == "own"  # with its shorter road
     for seed in (0, 1):
         folder = out / f"seed_{seed}"
         walk = json.loads((folder / "wlmd" / "entropy" / "config.json").read_text())["wlmd"]
         assert walk["engine"] == "vectorized" and walk["seed"] == seed
         S = load_checkpoint(folder / "wlmd" / "entropy").train_state["wlmd"]["S"]
         assert S.shape[0] == 2  # two walkers moved together
+        assert (folder / "adamw-start-1" / "DONE").is_file()  # walker 1's own start
         injections = sorted(p.name for p in folder.glob("inject-*") if (p / "DONE").exists())
         assert injections == [
             f"inject-{m}-{n}" for m in ("adamw", "wlmd") for n in ("random", "square", "sum")
@@ -117,7 +119,7 @@ def test_the_study_b_dry_run_measures_two_seeds_side_by_side_with_vectorised_wal
     # The folder records its engine: the same settings with the loop are refused (one line,
     # exit 2), as is a device torch does not know.
     loop = {**settings, "wlmd": {k: v for k, v in settings["wlmd"].items() if k != "engine"}}
-    command = ["study-b", "measure", str(out), "--seeds", "0", "--preset", "protocol-2", "--runs-only"]
+    command = ["study-b", "measure", str(out), "--seeds", "0", "--preset", "protocol-2-walkers", "--runs-only"]
     for extra, message in (
         ([], "(wlmd.engine: 'vectorized', now 'loop') (add --vectorize, use a new folder"),
         (["--vectorize", "--device", "gpu0"], "'gpu0' is not a device"),

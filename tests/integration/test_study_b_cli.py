@@ -210,3 +210,71 @@ def test_protocol_2_in_one_command_then_the_tables_from_its_records(tmp_path, ca
     code, text, err = _cli(capsys, "study-b", "records", dest)
     assert code == 0, err
     assert text.count("| random | 0 |") == 1 and "cos before/after" in text and "walk_cosine_max" in text
+
+
+def test_protocol_2_walkers_starts_each_walker_at_its_own_model_and_injects_a_far_one(tmp_path, capsys):
+    # The adopted shorter road at toy scale: three walkers, walker i > 0 at the AdamW model of
+    # init seed 1000 i; the injected WLMD model is the last sample of a walker whose cosine to
+    # its own start reached the target at the walk's end (any walker's when none did), and the
+    # table marks the WLMD runs "claim not tested" exactly when the walk missed a target.
+    import dataclasses
+    import json
+
+    from analyses.studies import study_b_measure
+
+    tiny = {
+        "p": 7,
+        "weight_norm": 6.0,
+        "epochs": 20,
+        "lr": 3e-2,
+        "model_overrides": {"d_model": 8, "n_heads": 2, "d_head": 4, "d_mlp": 16},
+        "wlmd": {
+            "steps": 4,
+            "max_steps": 6,
+            "report_every": 2,
+            "checkpoint_every": 2,
+            "production_steps": 4,
+            "dt": 3e-2,
+            "every": 1,
+            "max_samples": 6,
+            "y_low": 0.0,
+            "window_y": 0.0,
+            "window_x": 100.0,
+            "target_cosine": 0.9999,
+        },
+        "k": 3,
+        "max_steps": 2,
+        "eval_every": 1,
+    }
+    out, dest = tmp_path / "runs", tmp_path / "results"
+    code, _, err = _cli(
+        capsys, "study-b", "measure", out, "--seeds", "3", "--preset", "protocol-2-walkers",
+        "--settings", json.dumps(tiny), "--export", dest,
+    )  # fmt: skip
+    assert code == 0, err
+    settings = json.loads((dest / "settings.json").read_text())
+    assert settings["walker_starts"] == "own" and settings["target_flatness"] == 0.8
+    assert settings["wlmd"]["walkers"] == 3 and settings["wlmd"]["target_walker"] == "median"
+    seed = out / "seed_3"
+    for i, init in ((1, 1003), (2, 2003)):
+        assert json.loads((seed / f"adamw-start-{i}" / "config.json").read_text())["train"]["seed"] == init
+    walk = json.loads((seed / "wlmd" / "walk.json").read_text())
+    assert walk[0]["cosine"] == pytest.approx([1.0] * 3)  # each walker at its own start
+    last = walk[-1]["cosine"]
+    samples = [
+        json.loads(line) for line in (seed / "wlmd" / "samples" / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert samples, "the window holds every state, so production saves samples"
+    far = [s for s in samples if last[s["walker"]] <= 0.9999] or samples
+    measured = study_b_measure.measured_settings(out)
+    for target in [min(last) - 1e-3, *sorted(last)]:  # no walker far enough, then one, two, three
+        at = dataclasses.replace(measured, wlmd=dataclasses.replace(measured.wlmd, target_cosine=target))
+        expected = [s for s in samples if last[s["walker"]] <= target] or samples
+        assert study_b_measure.injected_sample(seed / "wlmd", at).name == f"step_{expected[-1]['step']:06d}"
+    injected = json.loads((seed / "inject-wlmd-random" / "config.json").read_text())["injection"]["source"]
+    assert injected.endswith(f"step_{far[-1]['step']:06d}")
+    code, text, err = _cli(capsys, "study-b", "records", dest)
+    assert code == 0, err
+    missed = sorted(last)[1] > 0.9999 or walk[-1]["flatness"] < 0.8
+    assert ("**claim not tested**" in text) == missed
+    assert text.count("**claim not tested**") == (3 if missed else 0)  # one WLMD run per noise type

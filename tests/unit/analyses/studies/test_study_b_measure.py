@@ -247,3 +247,28 @@ def test_records_of_a_folder_without_tables_exit_2(tmp_path, capsys):
         main(["study-b", "records", str(tmp_path)])
     err = capsys.readouterr().err
     assert info.value.code == 2 and "study_b_runs.csv" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_walk_tests_the_claim_only_when_it_reached_both_targets():
+    settings = {"wlmd": {"target_cosine": 0.9}, "target_flatness": 0.8}
+    assert study_b_measure.untested({"sample_walker_cosine": 0.88, "walk_flatness": 0.85}, settings) is None
+    assert (
+        study_b_measure.untested({"sample_walker_cosine": 0.95, "walk_flatness": 0.85}, settings)
+        == "cosine 0.950 > 0.9"
+    )
+    assert study_b_measure.untested({"sample_walker_cosine": 0.95, "walk_flatness": 0.1}, settings) == (
+        "cosine 0.950 > 0.9, flatness 0.1 < 0.8"
+    )
+    # protocol 1's records: no per-walker cosine (the largest is read) and no flatness target
+    assert study_b_measure.untested({"walk_cosine_max": 0.997, "walk_flatness": 0.1}, {"wlmd": {}}) is None
+
+
+def test_the_median_walker_or_every_walker_decides_the_cosine_and_starts_are_own_seeds():
+    from analyses.studies.study_b_settings import PRESETS
+
+    walkers = PRESETS["protocol-2-walkers"]
+    assert walkers.wlmd.walk_cosine([0.99, 0.87, 0.88]) == 0.88
+    assert PRESETS["protocol-2"].wlmd.walk_cosine([0.99, 0.87, 0.88]) == 0.99
+    assert walkers.start_seeds(2) == [2, 1002, 2002] and PRESETS["protocol-2"].start_seeds(2) == [2]
+    with pytest.raises(ConfigError, match="target_walker"):
+        settings_with({"wlmd": {"target_walker": "mean"}})

@@ -170,12 +170,12 @@ def test_the_pilots_run_resume_and_rebuild_from_their_records(tmp_path):
 
 
 def test_a_grid_is_protocol_2s_unless_a_start_lies_outside_it():
-    from analyses.studies.study_b_pilots import _grid_holding
+    from analyses.studies.study_b import grid_holding
 
     narrow = PROTOCOL_2.wlmd
     base = narrow.grid(-2.0, 9.95)
-    assert _grid_holding(narrow, (-2.0, 9.95), [(-2.1, 9.96), (-1.9, 9.97)]) == base
-    wider = _grid_holding(narrow, (-2.0, 9.95), [(-2.1, 9.96), (base.x_range[1] + 0.01, 9.97)])
+    assert grid_holding(narrow, (-2.0, 9.95), [(-2.1, 9.96), (-1.9, 9.97)]) == base
+    wider = grid_holding(narrow, (-2.0, 9.95), [(-2.1, 9.96), (base.x_range[1] + 0.01, 9.97)])
     width = (base.x_range[1] - base.x_range[0]) / base.n_x
     assert wider.x_range[0] == base.x_range[0] and wider.n_x == base.n_x + 1
     assert wider.x_range[1] == pytest.approx(base.x_range[1] + width) and wider.y_range == base.y_range

@@ -47,10 +47,40 @@ def _walk_state(out):
     return study_b.walk_records(folder), ckpt.step, ckpt.train_state["wlmd"]
 
 
+# The same with the adopted shorter road: two walkers, walker 1 from its own AdamW model.
+CHUNKED_OWN = settings_with({"walker_starts": "own", "wlmd": {"walkers": 2}}, CHUNKED)
+
+
+@pytest.fixture(scope="module")
+def straight_own(tmp_path_factory):
+    """Seed 0 measured without a stop, with own starts (the reference)."""
+    out, before = tmp_path_factory.mktemp("straight-own"), torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        study_b_measure.measure(out, seeds=(0,), settings=CHUNKED_OWN)
+    finally:
+        torch.set_num_threads(before)
+    return out
+
+
 def test_a_walk_stopped_exported_and_restored_elsewhere_resumes_to_the_same_state(
     straight, tmp_path, monkeypatch
 ):
+    _stop_carry_resume(straight, CHUNKED, tmp_path, monkeypatch)
 
+
+def test_a_walk_from_own_starts_is_carried_with_them_and_resumes_to_the_same_state(
+    straight_own, tmp_path, monkeypatch
+):
+    carried = _stop_carry_resume(straight_own, CHUNKED_OWN, tmp_path, monkeypatch)
+    assert len(list_checkpoints(carried / "adamw-start-1")) == 1  # walker 1's start, not retrained
+
+
+def _stop_carry_resume(straight, settings, tmp_path, monkeypatch):
+    """Stop seed 0's walk at the worst moment, export its state, restore it into another folder,
+    resume there: every record and every tensor of the final state equal `straight`'s. Returns
+    the exported seed folder.
+    """
     # Stopped after the step-6 checkpoint, before its record (the worst moment to copy it).
     first, write = tmp_path / "first-machine", study_b.atomic_write_json
 
@@ -61,7 +91,7 @@ def test_a_walk_stopped_exported_and_restored_elsewhere_resumes_to_the_same_stat
 
     monkeypatch.setattr(study_b, "atomic_write_json", killed_at_step_6)
     with pytest.raises(KeyboardInterrupt):
-        study_b_measure.measure(first, seeds=(0,), settings=CHUNKED)
+        study_b_measure.measure(first, seeds=(0,), settings=settings)
     monkeypatch.setattr(study_b, "atomic_write_json", write)
     assert list_checkpoints(seed_folder(first, 0) / "wlmd" / "entropy") == [0, 3, 6]
 
@@ -75,7 +105,7 @@ def test_a_walk_stopped_exported_and_restored_elsewhere_resumes_to_the_same_stat
 
     second = tmp_path / "second-machine"  # another path: the walk's config must not name the first
     assert restore_state(state, second) == [0]
-    study_b_measure.measure(second, seeds=(0,), settings=CHUNKED)
+    study_b_measure.measure(second, seeds=(0,), settings=settings)
 
     records, step, sampler = _walk_state(second)
     expected_records, expected_step, expected = _walk_state(straight)
@@ -95,6 +125,7 @@ def test_a_walk_stopped_exported_and_restored_elsewhere_resumes_to_the_same_stat
         .drop(columns="source")
         .equals(study_b_measure.table(straight).drop(columns="source"))
     )
+    return carried
 
 
 def test_a_second_export_replaces_the_first_and_restore_keeps_a_local_walk(straight, tmp_path, capsys):
