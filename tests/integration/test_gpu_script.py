@@ -119,7 +119,16 @@ def test_the_study_b_dry_run_measures_two_seeds_side_by_side_with_vectorised_wal
     # The folder records its engine: the same settings with the loop are refused (one line,
     # exit 2), as is a device torch does not know.
     loop = {**settings, "wlmd": {k: v for k, v in settings["wlmd"].items() if k != "engine"}}
-    command = ["study-b", "measure", str(out), "--seeds", "0", "--preset", "protocol-2-walkers", "--runs-only"]
+    command = [
+        "study-b",
+        "measure",
+        str(out),
+        "--seeds",
+        "0",
+        "--preset",
+        "protocol-2-walkers",
+        "--runs-only",
+    ]
     for extra, message in (
         ([], "(wlmd.engine: 'vectorized', now 'loop') (add --vectorize, use a new folder"),
         (["--vectorize", "--device", "gpu0"], "'gpu0' is not a device"),
