@@ -21,6 +21,7 @@ rebuild every number from a fresh clone. Rates are over finished runs, as in the
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -281,8 +282,12 @@ def crossed_shares(runs: list[RunState], milestone: str = "rule") -> pd.DataFram
     and an initialisation that succeed only together). Exact shares need a complete design; a
     configuration missing any run gets None.
 
+    Beside each share, how surprising it is (exploratory: the preregistration asked for the
+    shares only): the exact permutation p-value, the fraction of all ways of placing the same
+    number of successes on the design's cells whose share is at least as large (`_share_p`).
+
     Returns:
-        One row per configuration with the counts, the grand rate and the two shares.
+        One row per configuration with the counts, the grand rate, the two shares and their p-values.
     """
     cells: dict[tuple, list[RunState]] = defaultdict(list)
     for run in runs:
@@ -296,14 +301,12 @@ def crossed_shares(runs: list[RunState], milestone: str = "rule") -> pd.DataFram
         y = {(r.spec.tags["data"], r.spec.tags["seed"]): float(_reached([r], milestone)) for r in finished}
         datas, seeds = sorted({d for d, _ in y}), sorted({s for _, s in y})
         complete = len(y) == len(datas) * len(seeds) == len(group)
-        mean = sum(y.values()) / len(y)
-        total = sum((v - mean) ** 2 for v in y.values())
-        share_data = share_model = None
-        if complete and total > 0:
-            by_data = [sum(y[d, s] for s in seeds) / len(seeds) for d in datas]
-            by_seed = [sum(y[d, s] for d in datas) / len(datas) for s in seeds]
-            share_data = len(seeds) * sum((m - mean) ** 2 for m in by_data) / total
-            share_model = len(datas) * sum((m - mean) ** 2 for m in by_seed) / total
+        shares: tuple[float | None, float | None] = (None, None)
+        p_values: tuple[float | None, float | None] = (None, None)
+        if complete and 0 < sum(y.values()) < len(y):
+            grid = [[y[d, s] for s in seeds] for d in datas]
+            shares = _shares(grid)
+            p_values = _share_p(grid, shares)
         rows.append(
             {
                 "sweep": sweep,
@@ -311,12 +314,51 @@ def crossed_shares(runs: list[RunState], milestone: str = "rule") -> pd.DataFram
                 "data seeds": len(datas),
                 "model seeds": len(seeds),
                 "runs": len(y),
-                "rate": mean,
-                "share: data": share_data,
-                "share: initialisation": share_model,
+                "rate": sum(y.values()) / len(y),
+                "share: data": shares[0],
+                "share: initialisation": shares[1],
+                "p: data": p_values[0],
+                "p: initialisation": p_values[1],
             }
         )
     return pd.DataFrame(rows)
+
+
+def _shares(grid: list[list[float]]) -> tuple[float, float]:
+    """Shares of the total sum of squares of `grid` ``[data][seed]`` between rows and between columns."""
+    n_data, n_seed = len(grid), len(grid[0])
+    values = [v for row in grid for v in row]
+    mean = sum(values) / len(values)
+    total = sum((v - mean) ** 2 for v in values)
+    by_data = [sum(row) / n_seed for row in grid]
+    by_seed = [sum(row[j] for row in grid) / n_data for j in range(n_seed)]
+    return (
+        n_seed * sum((m - mean) ** 2 for m in by_data) / total,
+        n_data * sum((m - mean) ** 2 for m in by_seed) / total,
+    )
+
+
+def _share_p(
+    grid: list[list[float]], observed: tuple[float, float], limit: int = 200_000
+) -> tuple[float | None, float | None]:
+    """Exact permutation p-values of the two shares: over every placement of the same number of
+    successes on the cells (all equally likely when neither factor matters), the fraction whose
+    share is at least the observed one. None when there are more than `limit` placements.
+    """
+    n_data, n_seed = len(grid), len(grid[0])
+    cells, successes = n_data * n_seed, int(sum(v for row in grid for v in row))
+    if math.comb(cells, successes) > limit:
+        return None, None
+    at_least = [0, 0]
+    for ones in itertools.combinations(range(cells), successes):
+        flat = [0.0] * cells
+        for i in ones:
+            flat[i] = 1.0
+        shares = _shares([flat[d * n_seed : (d + 1) * n_seed] for d in range(n_data)])
+        for k in (0, 1):
+            at_least[k] += shares[k] >= observed[k] - 1e-12  # the observed placement counts itself
+    total = math.comb(cells, successes)
+    return at_least[0] / total, at_least[1] / total
 
 
 def crossed_outcomes(runs: list[RunState]) -> pd.DataFrame:

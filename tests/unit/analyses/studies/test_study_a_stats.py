@@ -211,13 +211,20 @@ def test_crossed_shares_split_the_variation_between_data_and_initialisation():
 
     row = crossed_shares(runs(lambda d, m: d < 2)).iloc[0]
     assert (row["share: data"], row["share: initialisation"], row["rate"]) == pytest.approx((1.0, 0.0, 0.5))
+    # Of the C(12, 6) = 924 placements of 6 successes, only the C(4, 2) = 6 that fill two whole
+    # training sets explain everything by the data; every placement has an initialisation share >= 0.
+    assert (row["p: data"], row["p: initialisation"]) == pytest.approx((6 / 924, 1.0))
     row = crossed_shares(runs(lambda d, m: m == 0)).iloc[0]
     assert (row["share: data"], row["share: initialisation"]) == pytest.approx((0.0, 1.0))
+    # 4 successes filling one initialisation: 3 of the C(12, 4) = 495 placements do.
+    assert row["p: initialisation"] == pytest.approx(3 / 495)
     row = crossed_shares(runs(lambda d, m: (d, m) == (2, 1))).iloc[0]
     # y = 1 in one cell of 12: total SS = 11/12; data: 3 * (3 * (0 - 1/12)^2 + (1/3 - 1/12)^2) = 1/4.
     assert row["share: data"] == pytest.approx((1 / 4) / (11 / 12))
     assert row["share: initialisation"] == pytest.approx(
         (4 * (2 * (1 / 12) ** 2 + (1 / 4 - 1 / 12) ** 2)) / (11 / 12)
     )
+    # One success: each placement is some single cell, and every one has the same shares.
+    assert (row["p: data"], row["p: initialisation"]) == pytest.approx((1.0, 1.0))
     incomplete = crossed_shares(runs(lambda d, m: d < 2)[:-1])
-    assert incomplete.iloc[0]["share: data"] is None
+    assert incomplete.iloc[0]["share: data"] is None and incomplete.iloc[0]["p: data"] is None
