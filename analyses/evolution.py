@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,7 @@ def evolve(
     checkpoints: str | Iterable[int] | None = None,
     progress: bool = True,
     cache: str | Path | None = None,
+    jobs: int = 1,
     **values: Any,
 ) -> Evolution:
     """Compute (or load from cache) `analysis` at every checkpoint of `run_dir` (or those chosen).
@@ -79,6 +81,9 @@ def evolve(
         cache: The folder that caches results per analysis and step (default: ``RUN/analyses``).
             A cache folder that cannot be written (a read-only run) is only read: nothing is
             written then, and every result not cached yet is computed.
+        jobs: Worker processes that compute the missing results side by side, each on its share
+            of the torch threads, writing them to the cache (from which they are read back);
+            1 computes them here. A cache that cannot be written is computed here.
         **values: `Params` fields, when `params` is not given.
 
     Raises:
@@ -90,6 +95,8 @@ def evolve(
 
     analysis = get_analysis(analysis) if isinstance(analysis, str) else analysis
     params = _params(analysis, params, values)
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ConfigError(f"jobs={jobs!r} is not a number of worker processes", "give an integer >= 1")
     run = RunHandle.open(run_dir)
     steps = run.select_steps(checkpoints)  # one listing of the checkpoint folder
     if not steps:
@@ -101,15 +108,63 @@ def evolve(
     save = writable(folders[steps[0]])
     results = {step: _cached(folders[step], analysis, wanted) for step in steps}
     missing = [step for step in steps if results[step] is None]
+    if jobs > 1 and save and len(missing) > 1:
+        _in_workers(run, analysis, params, {step: folders[step] for step in missing}, jobs, progress)
+        for step in missing:
+            results[step] = analysis.result.load(folders[step])
+    else:
+        bar = tqdm(total=len(missing), disable=not progress, unit="ckpt", desc=analysis.name)
+        for step, result in _series(run, analysis, params, missing, folders if save else None):
+            results[step] = result
+            bar.update()
+        bar.close()
+    return Evolution(run.run_dir, analysis.name, steps, [results[step] for step in steps], run.metrics())
+
+
+def _series(
+    run: RunHandle | Path, analysis: Analysis, params: Any, steps: list[int], folders: dict[int, Path] | None
+) -> Iterator[tuple[int, Result]]:
+    """`analysis` at each of `steps`, saved into its folder of `folders` (None: not saved)."""
     # One model and one set of splits for the whole series (`subject_series`): a checkpoint
     # then costs its weights' load and the analysis, not a model build and a data rebuild.
-    series = subject_series(run, missing)
-    for subject in tqdm(series, total=len(missing), disable=not progress, unit="ckpt", desc=analysis.name):
+    for subject in subject_series(run, steps):
         result = analysis.compute(subject, params)
-        if save:
+        if folders is not None:
             result.save(folders[subject.step], figure=False)
-        results[subject.step] = result
-    return Evolution(run.run_dir, analysis.name, steps, [results[step] for step in steps], run.metrics())
+        yield subject.step, result
+
+
+def _worker(run_dir: Path, analysis: Analysis, params: Any, folders: dict[int, Path], threads: int) -> int:
+    """A worker process's share of `_in_workers`: compute and save; the count done."""
+    import torch
+
+    torch.set_num_threads(threads)
+    return sum(1 for _ in _series(run_dir, analysis, params, list(folders), folders))
+
+
+def _in_workers(
+    run: RunHandle, analysis: Analysis, params: Any, folders: dict[int, Path], jobs: int, progress: bool
+) -> None:
+    """Compute `analysis` at the steps of `folders` in `jobs` worker processes, saving each result.
+
+    The steps go out in contiguous chunks, a few per worker, so that each worker builds its model
+    and splits once a chunk and the progress bar still moves; the torch threads of this process
+    are shared between the workers.
+    """
+    import torch
+    from joblib import Parallel, delayed
+
+    steps = list(folders)
+    size = max(1, math.ceil(len(steps) / (4 * jobs)))
+    chunks = [steps[i : i + size] for i in range(0, len(steps), size)]
+    threads = max(1, torch.get_num_threads() // jobs)
+    tasks = (
+        delayed(_worker)(run.run_dir, analysis, params, {step: folders[step] for step in chunk}, threads)
+        for chunk in chunks
+    )
+    with tqdm(total=len(steps), disable=not progress, unit="ckpt", desc=analysis.name) as bar:
+        for done in Parallel(n_jobs=min(jobs, len(chunks)), return_as="generator_unordered")(tasks):
+            bar.update(done)
 
 
 def _params(analysis: Analysis, params: Any, values: dict[str, Any]) -> Any:

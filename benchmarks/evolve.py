@@ -164,6 +164,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="OMP threads of the evolve processes.")
     parser.add_argument("--only", choices=sorted(COMMANDS), default=None, help="Time one command only.")
     parser.add_argument(
+        "--jobs", type=int, default=1, help="`interp evolve --jobs`: worker processes sharing the threads."
+    )
+    parser.add_argument(
         "--first",
         type=int,
         default=None,
@@ -188,10 +191,8 @@ def main() -> None:
         count = args.first or CHECKPOINTS
         folder = first_checkpoints(run_dir, count) if args.first else run_dir
         if args.one_command:
-            seconds, label = (
-                time_evolve(folder, ONE_COMMAND, args.threads),
-                f"interp evolve {' '.join(ONE_COMMAND)}",
-            )
+            command = [*ONE_COMMAND, "--jobs", str(args.jobs)]
+            seconds, label = time_evolve(folder, command, args.threads), f"interp evolve {' '.join(command)}"
         else:
             seconds, label = time_one_process(folder, args.threads)
         verdict = (

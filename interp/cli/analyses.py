@@ -100,6 +100,13 @@ def analysis_command(name: str) -> click.Command:
     default=None,
     help="Output folder, and its cache/ of per-step results [default: RUN/evolution, cache RUN/analyses].",
 )
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Worker processes computing the checkpoints side by side, each on its share of the threads.",
+)
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
 @click.pass_context
 def evolve(
@@ -109,6 +116,7 @@ def evolve(
     params: tuple[str, ...],
     checkpoints: str | None,
     out: str | None,
+    jobs: int,
     no_progress: bool,
 ) -> None:
     """Run registered analyses over every checkpoint of a run (results cached per step), and
@@ -159,7 +167,7 @@ def evolve(
     folder.mkdir(parents=True, exist_ok=True)
     for name, entry in entries.items():
         evolution = evolve_run(
-            run, entry, built[name], checkpoints=steps, progress=not no_progress, cache=cache
+            run, entry, built[name], checkpoints=steps, progress=not no_progress, cache=cache, jobs=jobs
         )
         evolution.to_frame().to_csv(folder / f"{name}.csv", index=False)
         click.echo(f"{name} over {len(evolution.steps)} checkpoints -> {folder / f'{name}.csv'}")

@@ -394,8 +394,9 @@ def test_evolve_circuit_bad_param_exits_2(runs, capsys):
 
 
 def test_evolve_several_analyses_in_one_pass_equals_one_command_each(runs, tmp_path, capsys):
-    """Repeated --analysis: each series as its own command computes it; an unprefixed --param
-    sets every analysis, ANALYSIS.NAME only that one; the config is read once for all.
+    """Repeated --analysis: each series as its own command computes it (grads in two worker
+    processes, --jobs 2); an unprefixed --param sets every analysis, ANALYSIS.NAME only that
+    one; the config is read once for all.
     """
     import pandas as pd
 
@@ -407,7 +408,10 @@ def test_evolve_several_analyses_in_one_pass_equals_one_command_each(runs, tmp_p
     )  # fmt: skip
     assert code == 0, err
     assert "grads over" in out and "fingerprint over" in out
-    for name, params in (("grads", ["--param", "split=train"]), ("fingerprint", ["--param", "split=val"])):
+    for name, params in (
+        ("grads", ["--param", "split=train", "--jobs", "2"]),
+        ("fingerprint", ["--param", "split=val"]),
+    ):
         code, _, err = _cli(
             capsys, "evolve", *common, "--analysis", name, *params, "--out", str(tmp_path / name)
         )

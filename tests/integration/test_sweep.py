@@ -19,6 +19,7 @@ from analyses.evolution import evolve
 from analyses.studies.report import load_results, rate_table, wilson
 from analyses.studies.report_page import accuracy_figure
 from interp.cli import main
+from interp.errors import ConfigError
 from interp.store import checkpoint_dir, list_checkpoints
 from interp.store.run_folder import is_done, read_done
 from interp.sweep.specs import read_sweep
@@ -111,6 +112,30 @@ def test_evolution_equals_the_single_checkpoint_analysis_and_is_cached(sweep_dir
     evolve(run, counting, params, progress=False)
     assert calls == []  # everything came from the cache
     assert set(evolution.to_frame()["step"]) == set(evolution.steps)
+
+
+def test_evolution_in_worker_processes_equals_the_series_computed_here(sweep_dir, tmp_path):
+    """Two worker processes give the results the series computed in this process gives, into
+    the cache, from which a second call reads them; a bad number of workers is refused.
+    """
+    run = read_sweep(sweep_dir)[0][0].out
+    analysis = get_analysis("fingerprint")
+    params = analysis.params(split="adv")
+    here = evolve(run, analysis, params, progress=False, cache=tmp_path / "here")
+    workers = evolve(run, analysis, params, progress=False, cache=tmp_path / "workers", jobs=2)
+    assert workers.steps == here.steps and len(list((tmp_path / "workers" / "fingerprint").iterdir())) == len(
+        here.steps
+    )
+    for ours, theirs in zip(here.results, workers.results):
+        for name in ("qk_rho_weights", "qk_rho_empirical", "attn_pos0", "ov_parity_rho"):
+            torch.testing.assert_close(getattr(theirs, name), getattr(ours, name), equal_nan=True)
+    calls = []
+    counting = dataclasses.replace(analysis, compute=lambda *a: calls.append(a))
+    again = evolve(run, counting, params, progress=False, cache=tmp_path / "workers", jobs=2)
+    assert calls == [] and len(again.results) == len(here.results)  # from the cache
+    for bad in (0, -1, True):
+        with pytest.raises(ConfigError, match="worker processes"):
+            evolve(run, analysis, params, progress=False, jobs=bad)
 
 
 def test_changed_params_recompute_instead_of_returning_stale_results(sweep_dir):
