@@ -42,6 +42,31 @@ def _cli(capsys, *args):
     return info.value.code, out, err
 
 
+# The protocol-2 commands at toy scale (--settings): p = 7, a tiny model, a few steps of everything.
+TINY_PROTOCOL = {
+    "p": 7,
+    "weight_norm": 6.0,
+    "epochs": 20,
+    "lr": 3e-2,
+    "model_overrides": {"d_model": 8, "n_heads": 2, "d_head": 4, "d_mlp": 16},
+    "wlmd": {
+        "steps": 4,
+        "max_steps": 6,
+        "report_every": 2,
+        "checkpoint_every": 2,
+        "production_steps": 3,
+        "dt": 1e-3,
+        "every": 1,
+        "max_samples": 1,
+        "y_low": 0.0,
+        "window_y": 0.0,
+    },
+    "k": 3,
+    "max_steps": 3,
+    "eval_every": 1,
+}
+
+
 def test_inject_reports_whether_the_target_was_reached(goldilocks, tmp_path, capsys):
     code, out, err = _cli(
         capsys,
@@ -161,28 +186,6 @@ def test_protocol_2_in_one_command_then_the_tables_from_its_records(tmp_path, ca
     import json
     import shutil
 
-    tiny = {
-        "p": 7,
-        "weight_norm": 6.0,
-        "epochs": 20,
-        "lr": 3e-2,
-        "model_overrides": {"d_model": 8, "n_heads": 2, "d_head": 4, "d_mlp": 16},
-        "wlmd": {
-            "steps": 4,
-            "max_steps": 6,
-            "report_every": 2,
-            "checkpoint_every": 2,
-            "production_steps": 3,
-            "dt": 1e-3,
-            "every": 1,
-            "max_samples": 1,
-            "y_low": 0.0,
-            "window_y": 0.0,
-        },
-        "k": 3,
-        "max_steps": 3,
-        "eval_every": 1,
-    }
     out, dest = tmp_path / "runs", tmp_path / "results"
     code, text, err = _cli(
         capsys,
@@ -194,7 +197,7 @@ def test_protocol_2_in_one_command_then_the_tables_from_its_records(tmp_path, ca
         "--preset",
         "protocol-2",
         "--settings",
-        json.dumps(tiny),
+        json.dumps(TINY_PROTOCOL),
         "--export",
         dest,
     )
@@ -222,30 +225,9 @@ def test_protocol_2_walkers_starts_each_walker_at_its_own_model_and_injects_a_fa
 
     from analyses.studies import study_b_measure
 
-    tiny = {
-        "p": 7,
-        "weight_norm": 6.0,
-        "epochs": 20,
-        "lr": 3e-2,
-        "model_overrides": {"d_model": 8, "n_heads": 2, "d_head": 4, "d_mlp": 16},
-        "wlmd": {
-            "steps": 4,
-            "max_steps": 6,
-            "report_every": 2,
-            "checkpoint_every": 2,
-            "production_steps": 4,
-            "dt": 3e-2,
-            "every": 1,
-            "max_samples": 6,
-            "y_low": 0.0,
-            "window_y": 0.0,
-            "window_x": 100.0,
-            "target_cosine": 0.9999,
-        },
-        "k": 3,
-        "max_steps": 2,
-        "eval_every": 1,
-    }
+    # Production looks at every step with a window that holds every state, so every walker saves samples.
+    wlmd = {"production_steps": 4, "dt": 3e-2, "max_samples": 6, "window_x": 100.0, "target_cosine": 0.9999}
+    tiny = {**TINY_PROTOCOL, "max_steps": 2, "wlmd": {**TINY_PROTOCOL["wlmd"], **wlmd}}
     out, dest = tmp_path / "runs", tmp_path / "results"
     code, _, err = _cli(
         capsys, "study-b", "measure", out, "--seeds", "3", "--preset", "protocol-2-walkers",

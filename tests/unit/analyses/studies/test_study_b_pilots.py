@@ -20,6 +20,14 @@ from analyses.studies.study_b_pilots import (
 )
 
 RADIUS = 30.0
+# The pilots at toy scale: p = 11, a small model, 30 epochs of AdamW.
+TOY = {
+    "p": 11,
+    "train_frac": 0.6,
+    "epochs": 30,
+    "lr": 1e-2,
+    "model_overrides": {"d_model": 16, "d_mlp": 32, "d_head": 8},
+}
 
 
 def _cosine(d2: float) -> float:
@@ -137,16 +145,7 @@ def test_the_pilots_run_resume_and_rebuild_from_their_records(tmp_path):
     from analyses.studies.study_b_settings import settings_with
     from interp.store import list_checkpoints
 
-    settings = settings_with(
-        {
-            "p": 11,
-            "train_frac": 0.6,
-            "epochs": 30,
-            "lr": 1e-2,
-            "model_overrides": {"d_model": 16, "d_mlp": 32, "d_head": 8},
-        },
-        PROTOCOL_2,
-    )
+    settings = settings_with(TOY, PROTOCOL_2)
     frame = run_pilots(tmp_path / "run", steps=20, settings=settings)
     assert list(frame["variant"]) == [v.name for v in VARIANTS]
     assert list(frame["walkers"]) == [v.walkers for v in VARIANTS]
@@ -195,23 +194,9 @@ def test_the_production_check_samples_each_walker_and_measures_its_cosine(tmp_pa
     from interp.store import checkpoint_dir, list_checkpoints
     from models import load_model
 
-    settings = settings_with(
-        {
-            "p": 11,
-            "train_frac": 0.6,
-            "epochs": 30,
-            "lr": 1e-2,
-            "model_overrides": {"d_model": 16, "d_mlp": 32, "d_head": 8},
-            "wlmd": {
-                "window_x": 100.0,
-                "window_y": 0.0,
-                "production_steps": 40,
-                "every": 5,
-                "max_samples": 7,
-            },
-        },
-        PROTOCOL_2,
-    )
+    # Production looks at every 5th step with a window that holds every state.
+    production = {"window_x": 100.0, "window_y": 0.0, "production_steps": 40, "every": 5, "max_samples": 7}
+    settings = settings_with({**TOY, "wlmd": production}, PROTOCOL_2)
     own = VARIANTS[1]
     run_pilots(tmp_path, steps=20, variants=(own,), settings=settings)
     check = production_check(tmp_path, own, steps=20, settings=settings)

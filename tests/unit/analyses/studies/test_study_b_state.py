@@ -28,16 +28,21 @@ CHUNKED = settings_with(
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-@pytest.fixture(scope="module")
-def straight(tmp_path_factory):
-    """Seed 0 measured without a stop (the reference)."""
-    out, before = tmp_path_factory.mktemp("straight"), torch.get_num_threads()
+def _measured(tmp_path_factory, name, settings):
+    """Seed 0 measured without a stop into a new folder `name` (a reference), on one thread."""
+    out, before = tmp_path_factory.mktemp(name), torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        study_b_measure.measure(out, seeds=(0,), settings=CHUNKED)
+        study_b_measure.measure(out, seeds=(0,), settings=settings)
     finally:
         torch.set_num_threads(before)
     return out
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory):
+    """Seed 0 measured without a stop (the reference)."""
+    return _measured(tmp_path_factory, "straight", CHUNKED)
 
 
 def _walk_state(out):
@@ -54,13 +59,7 @@ CHUNKED_OWN = settings_with({"walker_starts": "own", "wlmd": {"walkers": 2}}, CH
 @pytest.fixture(scope="module")
 def straight_own(tmp_path_factory):
     """Seed 0 measured without a stop, with own starts (the reference)."""
-    out, before = tmp_path_factory.mktemp("straight-own"), torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        study_b_measure.measure(out, seeds=(0,), settings=CHUNKED_OWN)
-    finally:
-        torch.set_num_threads(before)
-    return out
+    return _measured(tmp_path_factory, "straight-own", CHUNKED_OWN)
 
 
 def test_a_walk_stopped_exported_and_restored_elsewhere_resumes_to_the_same_state(
