@@ -87,7 +87,8 @@ def evolve(
         **values: `Params` fields, when `params` is not given.
 
     Raises:
-        ConfigError: On an unknown analysis or parameter, or both `params` and `values`.
+        ConfigError: On an unknown analysis or parameter, both `params` and `values`, or a
+            `jobs` that is not an integer >= 1.
         CheckpointError: If the run has no checkpoints, or `checkpoints` names a step it has
             no checkpoint of.
     """

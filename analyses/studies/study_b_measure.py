@@ -34,7 +34,7 @@ from analyses.studies.study_b import (
     walk_records,
     wlmd_sample,
 )
-from analyses.studies.study_b_settings import StudyBSettings
+from analyses.studies.study_b_settings import StudyBSettings, WLMDSettings
 from interp.config import from_dict, to_dict
 from interp.errors import ConfigError
 from interp.store import checkpoint_dir, list_checkpoints
@@ -88,7 +88,11 @@ def injected_sample(folder: str | Path, settings: StudyBSettings) -> Path | None
 
 
 def _injected(folder: Path, settings: StudyBSettings) -> tuple[int, int] | None:
-    """``(sample step, its walker)`` of `injected_sample`, or None."""
+    """``(sample step, its walker)`` of `injected_sample`, or None.
+
+    Raises:
+        ConfigError: If the walk's records or the samples' log do not match `settings`' walkers.
+    """
     samples = folder / "samples"
     if not is_done(samples) or not list_checkpoints(samples):
         return None
@@ -96,7 +100,14 @@ def _injected(folder: Path, settings: StudyBSettings) -> tuple[int, int] | None:
     steps = list_checkpoints(samples)
     target, records = settings.wlmd.target_cosine, walk_records(folder)
     if target is not None and records:
-        far = [s for s in steps if records[-1]["cosine"][walker[s]] <= target]
+        cosines = records[-1]["cosine"]
+        if len(cosines) != settings.wlmd.walkers or set(steps) - set(walker):
+            raise ConfigError(
+                f"{folder}'s walk records {len(cosines)} walkers and its samples' log names "
+                f"{len(set(walker) & set(steps))} of {len(steps)} samples, for {settings.wlmd.walkers} walkers",
+                "measure it again in a new folder: its walk and samples come from other settings",
+            )
+        far = [s for s in steps if cosines[walker[s]] <= target]
         steps = far or steps
     return steps[-1], walker[steps[-1]]
 
@@ -353,14 +364,25 @@ def measure(
     return table(out)
 
 
+# The defaults of the fields `to_dict` leaves out at their default (`param(..., added=True)`);
+# their names differ between StudyBSettings and WLMDSettings.
+_ADDED_DEFAULTS = {
+    f.name: f.default
+    for cls in (StudyBSettings, WLMDSettings)
+    for f in dataclasses.fields(cls)
+    if f.metadata.get("added")
+}
+
+
 def _first_difference(
     found: Mapping[str, Any], wanted: Mapping[str, Any], prefix: str = ""
 ) -> tuple[str, Any, Any]:
     """The first differing setting as ``(dotted key, found value, wanted value)``, nested objects
-    compared key by key (a setting absent from `found` reads as its default: the loop engine).
+    compared key by key (a setting absent reads as its default: the fields added after settings
+    were first written are left out at their defaults, e.g. the loop engine).
     """
     for key in dict.fromkeys([*wanted, *found]):
-        default = "loop" if key == "engine" else None  # written only when not the loop
+        default = _ADDED_DEFAULTS.get(key)
         before, now = found.get(key, default), wanted.get(key, default)
         if isinstance(before, Mapping) and isinstance(now, Mapping):
             if before != now:

@@ -293,22 +293,21 @@ PRODUCTION_FILE = "production-check.json"
 
 
 def production_check(
-    out: str | Path,
-    variant: Variant | str = "walkers-own-starts",
-    steps: int = 10_000,
-    settings: StudyBSettings = PROTOCOL_2,
+    out: str | Path, variant: Variant | str = "walkers-own-starts", settings: StudyBSettings = PROTOCOL_2
 ) -> dict[str, Any]:
     """The adopted variant's production phase on its finished pilot walk, and the check fixed
     for it (docs/study_b.md): it passes when every walker after the first (those that start
     at their own AdamW models) has at least one sample in the target window.
 
     Production runs with `settings`' own production (steps, look every, sample cap) and S frozen,
-    from the walk's last checkpoint, into ``OUT/VARIANT/production-check`` (a second production
-    beside the pilot's empty one); its summary, with each sample's cosine to its walker's start,
-    is written to ``OUT/VARIANT/production-check.json`` and returned. Re-running reads it back.
+    from the end of the pilot walk (its length read from its records), into
+    ``OUT/VARIANT/production-check`` (a second production beside the pilot's empty one); its
+    summary, with each sample's cosine to its walker's start, is written to
+    ``OUT/VARIANT/production-check.json`` and returned. Re-running reads it back.
 
     Raises:
-        ConfigError: If the variant's pilot walk has not been run (`run_pilots`).
+        ConfigError: If `variant` is not a variant of `VARIANTS`, or its pilot walk has not been
+            run (`run_pilots`).
     """
     import torch
 
@@ -317,15 +316,20 @@ def production_check(
     from interp.store import load_checkpoint
 
     out = Path(out)
-    variant = next(v for v in VARIANTS if v.name == variant) if isinstance(variant, str) else variant
+    if isinstance(variant, str):
+        named = {v.name: v for v in VARIANTS}
+        if variant not in named:
+            raise ConfigError(f"no pilot variant {variant!r}", f"valid: {', '.join(named)}")
+        variant = named[variant]
     folder = out / variant.name
     if (folder / PRODUCTION_FILE).exists():
         return json.loads((folder / PRODUCTION_FILE).read_text())
-    if not (folder / PILOT_FILE).exists():
+    records = _walk_records(folder)
+    if not (folder / PILOT_FILE).exists() or not records:
         raise ConfigError(
             f"{folder} has no finished pilot walk ({PILOT_FILE})", "run the pilots first (run_pilots)"
         )
-    walk = _walk_inputs(out, variant, steps, settings)
+    walk = _walk_inputs(out, variant, records[-1]["step"], settings)
     production = dataclasses.replace(
         walk.settings,
         production_steps=settings.wlmd.production_steps,
@@ -361,7 +365,7 @@ def production_check(
         "every": production.every,
         "max_samples": production.max_samples,
         "samples": samples,
-        "passed": all(any(s["walker"] == w for s in samples) for w in walkers),
+        "passed": variant.walkers > 1 and all(any(s["walker"] == w for s in samples) for w in walkers),
     }
     (folder / PRODUCTION_FILE).write_text(json.dumps(result, indent=1))
     return result

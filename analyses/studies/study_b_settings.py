@@ -14,6 +14,7 @@ goldilocks AdamW run, the WLMD settings and the noise injection.
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -130,6 +131,8 @@ class WLMDSettings:
         """The cosine `target_cosine` is compared with: the largest of the walkers' cosines to
         their starts (every walker must be that far), or their median.
         """
+        if any(math.isnan(c) for c in cosines):  # a diverged walker never counts as decorrelated
+            return math.nan
         return max(cosines) if self.target_walker == "every" else statistics.median(cosines)
 
     def budget(self) -> int:
@@ -280,7 +283,8 @@ PROTOCOL_2_WALKERS = dataclasses.replace(
 """Protocol 2 with the shorter road its pilots adopted (docs/study_b.md, "A shorter road"): three
 walkers sharing S, walker i > 0 from its own AdamW model, at least 10^4 entropy steps (the
 pilots' length) and then on until the median walker's cosine to its own start is <= 0.9 (the
-pilots' projection), within the same 3 * 10^5 budget. The injected WLMD model is a sample of a
+pilots' projection), within the same 3 * 10^5 budget. As in protocol 2 the ln f plateau spans
+the minimum steps (here 10^4) and decays as 1/t after them. The injected WLMD model is a sample of a
 walker that reached the cosine; a walk below the flatness target 0.8 (the classic Wang-Landau
 criterion) is reported as not testing the claim."""
 

@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     keep_freed_memory()
     if args.production_check:
-        check = production_check(args.out, steps=args.steps)
+        check = production_check(args.out)
         for sample in check["samples"]:
             print(
                 ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in sample.items())

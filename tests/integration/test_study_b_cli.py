@@ -257,6 +257,14 @@ def test_protocol_2_walkers_starts_each_walker_at_its_own_model_and_injects_a_fa
     assert injected.endswith(f"step_{far[-1]['step']:06d}")
     code, text, err = _cli(capsys, "study-b", "records", dest)
     assert code == 0, err
-    missed = sorted(last)[1] > 0.9999 or walk[-1]["flatness"] < 0.8
-    assert ("**claim not tested**" in text) == missed
+    missed = last[far[-1]["walker"]] > 0.9999 or walk[-1]["flatness"] < 0.8  # the injected walker's
     assert text.count("**claim not tested**") == (3 if missed else 0)  # one WLMD run per noise type
+    # Each target decides alone: no flatness target, then a cosine target the injected walker missed.
+    for wlmd, flagged in (({}, 0), ({"target_cosine": min(last) - 0.01}, 3)):
+        edited = {**settings, "target_flatness": None, "wlmd": {**settings["wlmd"], **wlmd}}
+        (dest / "settings.json").write_text(json.dumps(edited))
+        code, text, err = _cli(capsys, "study-b", "records", dest)
+        assert code == 0, err
+        assert (
+            text.count("**claim not tested** (cosine") == flagged and "flatness" not in text.split("\n\n")[0]
+        )

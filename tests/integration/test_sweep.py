@@ -122,7 +122,11 @@ def test_evolution_in_worker_processes_equals_the_series_computed_here(sweep_dir
     analysis = get_analysis("fingerprint")
     params = analysis.params(split="adv")
     here = evolve(run, analysis, params, progress=False, cache=tmp_path / "here")
+    first = here.steps[:2]  # cached before the workers run: they compute only the others
+    evolve(run, analysis, params, progress=False, cache=tmp_path / "workers", checkpoints=first)
+    stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "workers").rglob("*") if p.is_file()}
     workers = evolve(run, analysis, params, progress=False, cache=tmp_path / "workers", jobs=2)
+    assert all(p.stat().st_mtime_ns == t for p, t in stamps.items())  # the cached ones untouched
     assert workers.steps == here.steps and len(list((tmp_path / "workers" / "fingerprint").iterdir())) == len(
         here.steps
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 
 import pandas as pd
 import pytest
@@ -12,6 +13,7 @@ import torch
 from analyses.studies import study_b, study_b_measure
 from analyses.studies.study_b_settings import Y_TOP, StudyBSettings, settings_with
 from interp.cli import main
+from interp.config import to_dict
 from interp.errors import ConfigError
 from interp.store.checkpoint import load_checkpoint
 from interp.sweep.specs import seed_folder
@@ -272,3 +274,13 @@ def test_the_median_walker_or_every_walker_decides_the_cosine_and_starts_are_own
     assert walkers.start_seeds(2) == [2, 1002, 2002] and PRESETS["protocol-2"].start_seeds(2) == [2]
     with pytest.raises(ConfigError, match="target_walker"):
         settings_with({"wlmd": {"target_walker": "mean"}})
+    assert math.isnan(walkers.wlmd.walk_cosine([0.5, float("nan"), 0.5]))  # a diverged walker: not far
+    # A folder measured before the fields existed names the default it ran with, not None.
+    old = to_dict(PRESETS["protocol-2"])
+    assert "walker_starts" not in old
+    assert study_b_measure._first_difference(old, to_dict(walkers))[0] == "wlmd.steps"  # 10^5, now 10^4
+    assert study_b_measure._first_difference({**old, "wlmd": to_dict(walkers)["wlmd"]}, to_dict(walkers)) == (
+        "walker_starts",
+        "source",
+        "own",
+    )

@@ -18,6 +18,7 @@ from analyses.studies.study_b_pilots import (
     steps_to_decorrelate,
     variant_settings,
 )
+from interp.errors import ConfigError
 
 RADIUS = 30.0
 # The pilots at toy scale: p = 11, a small model, 30 epochs of AdamW.
@@ -199,7 +200,7 @@ def test_the_production_check_samples_each_walker_and_measures_its_cosine(tmp_pa
     settings = settings_with({**TOY, "wlmd": production}, PROTOCOL_2)
     own = VARIANTS[1]
     run_pilots(tmp_path, steps=20, variants=(own,), settings=settings)
-    check = production_check(tmp_path, own, steps=20, settings=settings)
+    check = production_check(tmp_path, own, settings=settings)
 
     assert check["passed"] and len(check["samples"]) == 7  # capped at max_samples
     assert [s["walker"] for s in check["samples"]] == [0, 1, 2, 0, 1, 2, 0]  # every look, every walker
@@ -223,4 +224,6 @@ def test_the_production_check_samples_each_walker_and_measures_its_cosine(tmp_pa
         )
     assert max(s["cosine"] for s in check["samples"]) < 1  # the walkers moved
     stored = json.loads((tmp_path / own.name / PRODUCTION_FILE).read_text())
-    assert production_check(tmp_path, own, steps=20, settings=settings) == stored  # read back, not rerun
+    assert production_check(tmp_path, own, settings=settings) == stored  # read back, not rerun
+    with pytest.raises(ConfigError, match="valid: protocol-2, walkers-own-starts"):
+        production_check(tmp_path, "own-starts", settings=settings)
