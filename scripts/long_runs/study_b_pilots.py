@@ -36,10 +36,10 @@ def main(argv: list[str] | None = None) -> int:
         help="run walkers-own-starts' production on its pilot walk and print the check",
     )
     args = parser.parse_args(argv)
-    if (args.out is None) == (args.records is None):
-        parser.error("give OUT to run the pilots, or --records DEST to read committed ones")
     if args.production_check and args.out is None:
         parser.error("--production-check needs OUT, the pilots' run folder")
+    if (args.out is None) == (args.records is None):
+        parser.error("give OUT to run the pilots, or --records DEST to read committed ones")
     if args.steps < 100:
         parser.error(
             f"--steps {args.steps} is too short: at least 100 (ten records a walk, a hundred for random starts)"
