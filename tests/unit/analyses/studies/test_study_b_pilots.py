@@ -21,6 +21,8 @@ from analyses.studies.study_b_pilots import (
 from interp.errors import ConfigError
 
 RADIUS = 30.0
+# Thousands of tiny WLMD steps in the toy pilots: intra-op threads only add contention there.
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 # The pilots at toy scale: p = 11, a small model, 30 epochs of AdamW.
 TOY = {
     "p": 11,
