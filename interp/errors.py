@@ -74,12 +74,12 @@ class TrainingInterrupted(Exception):
 
     resume = "run the same command (or interp train --resume) to continue"
 
-    def __init__(self, signum: int, step: int, run_dir: object) -> None:
+    def __init__(self, signum: int, step: int, run_dir: object, unit: str = "epoch") -> None:
         import signal
 
         self.signum, self.step, self.run_dir = signum, step, run_dir
         super().__init__(
-            f"stopped by {signal.Signals(signum).name} at epoch {step}; checkpoint saved in {run_dir}"
+            f"stopped by {signal.Signals(signum).name} at {unit} {step}; checkpoint saved in {run_dir}"
         )
 
 

@@ -51,8 +51,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from interp.config import check_choice, param, to_dict
-from interp.errors import CheckpointError, ConfigError
+from interp.errors import CheckpointError, ConfigError, TrainingInterrupted
 from interp.metrics import full_precision
+from interp.signals import stop_on_signals
 from interp.splits import Split
 from interp.store.session import RunSession, open_run
 from interp.wlmd.grid import GridSpec, OutOfGrid, Schedule, deposit, flatness, interpolate
@@ -436,6 +437,8 @@ def wlmd_run(
     Raises:
         ConfigError: If `run_dir` holds a walk of the other engine (`check_walk_engine`), or
             another config.
+        TrainingInterrupted: On SIGINT / SIGTERM / SIGHUP, after saving a checkpoint at the
+            step reached (the same call resumes from it, bit-identically).
     """
     check_walk_engine(run_dir, config.engine)
     with open_run(run_dir, {**run_config, "wlmd": to_dict(config)}, digests, migrate=migrate) as run:
@@ -445,20 +448,25 @@ def wlmd_run(
         else:
             sampler = Sampler(cvs, config, theta0)
             _save(run, sampler, cvs, meta)
-        while sampler.step < steps:
-            sampler.advance()
-            if sampler.step % log_every == 0:
-                run.log(
-                    {
-                        "step": sampler.step,
-                        "ln_f": sampler.current_ln_f(),
-                        "walls": sampler.walls,
-                        "flatness": flatness(sampler.H.sum(0)),
-                        "cv": sampler.cv.tolist(),
-                    }
-                )
-            if sampler.step % checkpoint_every == 0 or sampler.step == steps:
-                _save(run, sampler, cvs, meta)
+        with stop_on_signals() as stop:
+            while sampler.step < steps:
+                if stop.signum is not None:  # a stop between steps: nothing since the last save is lost
+                    if run.checkpoints()[-1] != sampler.step:
+                        _save(run, sampler, cvs, meta)
+                    raise TrainingInterrupted(stop.signum, sampler.step, run.run_dir, unit="step")
+                sampler.advance()
+                if sampler.step % log_every == 0:
+                    run.log(
+                        {
+                            "step": sampler.step,
+                            "ln_f": sampler.current_ln_f(),
+                            "walls": sampler.walls,
+                            "flatness": flatness(sampler.H.sum(0)),
+                            "cv": sampler.cv.tolist(),
+                        }
+                    )
+                if sampler.step % checkpoint_every == 0 or sampler.step == steps:
+                    _save(run, sampler, cvs, meta)
     return sampler
 
 

@@ -117,6 +117,40 @@ def test_resume_from_a_checkpoint_is_bit_identical(tmp_path):
     assert (straight.theta.norm(dim=1) - radius).abs().max().item() < 1e-6 * radius
 
 
+def test_a_signal_saves_the_step_reached_and_the_walk_resumes_bit_identically(tmp_path, monkeypatch):
+    """SIGTERM at step 5 of 12 (checkpoints every 100): a checkpoint at step 5, TrainingInterrupted
+    (the CLI's exit 143), and the same call then ends where a walk never stopped ends.
+    """
+    import os
+    import signal
+
+    from interp.errors import TrainingInterrupted
+    from interp.store import list_checkpoints
+
+    _, _, cvs, run_config = _tiny()
+    radius = cvs.flatten().norm().item()
+    theta0 = torch.stack([cvs.flatten(), cvs.flatten() * 1.01])
+    straight = wlmd_run(
+        tmp_path / "a", run_config, cvs, theta0, _model_config(radius), 12, checkpoint_every=100
+    )
+    advance = Sampler.advance
+
+    def signalled(self):
+        advance(self)
+        if self.step == 5:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(Sampler, "advance", signalled)
+    with pytest.raises(TrainingInterrupted, match="stopped by SIGTERM at step 5") as info:
+        wlmd_run(tmp_path / "b", run_config, cvs, theta0, _model_config(radius), 12, checkpoint_every=100)
+    assert info.value.signum == signal.SIGTERM and list_checkpoints(tmp_path / "b") == [0, 5]
+    monkeypatch.setattr(Sampler, "advance", advance)
+    resumed = wlmd_run(tmp_path / "b", run_config, cvs, None, _model_config(radius), 12, checkpoint_every=100)
+    a, b = straight.state_dict(), resumed.state_dict()
+    for key in a:
+        assert torch.equal(a[key], b[key]) if isinstance(a[key], torch.Tensor) else a[key] == b[key], key
+
+
 def test_production_snapshots_open_as_ordinary_checkpoints(tmp_path):
     from analyses import load_subject
 
