@@ -87,8 +87,9 @@ def injected_sample(folder: str | Path, settings: StudyBSettings) -> Path | None
     return None if chosen is None else checkpoint_dir(Path(folder) / "samples", chosen[0])
 
 
-def _injected(folder: Path, settings: StudyBSettings) -> tuple[int, int] | None:
-    """``(sample step, its walker)`` of `injected_sample`, or None.
+def _injected(folder: Path, settings: StudyBSettings) -> tuple[int, int, float | None] | None:
+    """``(sample step, its walker, that walker's cosine to its start at the walk's end)`` of
+    `injected_sample` (the cosine None without walk records), or None.
 
     Raises:
         ConfigError: If the walk's records or the samples' log do not match `settings`' walkers.
@@ -99,8 +100,8 @@ def _injected(folder: Path, settings: StudyBSettings) -> tuple[int, int] | None:
     walker = {r["step"]: r["walker"] for r in read_metrics(samples)}  # one log line a sample
     steps = list_checkpoints(samples)
     target, records = settings.wlmd.target_cosine, walk_records(folder)
-    if target is not None and records:
-        cosines = records[-1]["cosine"]
+    cosines = records[-1]["cosine"] if records else None
+    if target is not None and cosines is not None:
         if len(cosines) != settings.wlmd.walkers or set(steps) - set(walker):
             raise ConfigError(
                 f"{folder}'s walk records {len(cosines)} walkers and its samples' log names "
@@ -109,7 +110,8 @@ def _injected(folder: Path, settings: StudyBSettings) -> tuple[int, int] | None:
             )
         far = [s for s in steps if cosines[walker[s]] <= target]
         steps = far or steps
-    return steps[-1], walker[steps[-1]]
+    chosen = walker[steps[-1]]
+    return steps[-1], chosen, None if cosines is None else cosines[chosen]
 
 
 def adamw_run(
@@ -250,9 +252,8 @@ def wlmd_frame(out: str | Path) -> pd.DataFrame:
             rows.append({"seed": seed, "samples": 0})
             continue
         samples = folder / "wlmd" / "samples"
-        sample, walker = checkpoint_dir(samples, chosen[0]), chosen[1]
+        sample, walker, walker_cosine = checkpoint_dir(samples, chosen[0]), chosen[1], chosen[2]
         entropy = read_metrics(folder / "wlmd" / "entropy")
-        records = walk_records(folder / "wlmd")
         x0, y0 = source_cvs(folder / "adamw")
         x, y = source_cvs(sample)
         cos = cosine_frame({"x": (folder / "adamw", sample)}).iloc[0]
@@ -265,7 +266,7 @@ def wlmd_frame(out: str | Path) -> pd.DataFrame:
                 "x_wlmd": x,
                 "y_wlmd": y,
                 "sample_walker": walker,
-                "sample_walker_cosine": records[-1]["cosine"][walker] if records else None,
+                "sample_walker_cosine": walker_cosine,
                 "cosine_adamw_wlmd": float(cos["cosine"]),
                 "distance_adamw_wlmd": float(cos["distance"]),
                 "walls": entropy[-1]["walls"] if entropy else None,

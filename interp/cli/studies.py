@@ -235,7 +235,8 @@ def study_b() -> None:
     default="cpu",
     show_default=True,
     help="Base settings: the first CPU-scale protocol; protocol 2 (long walks, unconstrained "
-    "injections); or protocol 2 with three walkers from their own AdamW models (the adopted shorter road).",
+    "injections); or protocol 2 with three walkers from their own AdamW models (a shorter road that "
+    "failed on seed 0, kept so its records rebuild).",
 )
 @click.option(
     "--export",
@@ -272,7 +273,7 @@ def study_b_measure(
 
     \b
     Examples:
-      interp study-b measure runs/study-b-2 --seeds 0-2 --preset protocol-2-walkers --export results/study-b/protocol-2
+      interp study-b measure runs/study-b-2 --seeds 0-2 --preset protocol-2 --export results/study-b/protocol-2
       interp study-b measure runs/b-gpu --seeds 3 --preset protocol-2 --device cuda --vectorize --runs-only
     """
     from analyses.studies.study_b_settings import settings_with

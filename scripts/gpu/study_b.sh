@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Study B's protocol 2 on one GPU: 10 seeds, each one process of
-# `interp study-b measure OUT --seeds N --preset protocol-2-walkers --device cuda --vectorize --runs-only`
+# `interp study-b measure OUT --seeds N --preset protocol-2 --device cuda --vectorize --runs-only`
 # (the AdamW run, the walk with the vectorised walker engine, production, the six injections),
 # all side by side on the one GPU; then one `--table-only --export` over the seeds and
 # `interp study-b records` of the export.
@@ -8,10 +8,9 @@
 #   scripts/gpu/study_b.sh OUT                 # on the GPU machine (installs what is missing)
 #   scripts/gpu/study_b.sh OUT --dry-run       # the same commands at tiny scale on this CPU
 #
-# Settings are protocol 2's with its adopted shorter road (three walkers from their own AdamW
-# models: analyses.studies.study_b_settings.PROTOCOL_2_WALKERS; PRESET=protocol-2 runs the
-# one-walker protocol as first written), with the walkers vectorised (recorded: settings
-# wlmd.engine = vectorized, so OUT resumes only with this script or --vectorize). SEEDS="0 1 2" runs other seeds; EXPORT=DIR sets the records' folder
+# Settings are protocol 2's (analyses.studies.study_b_settings.PROTOCOL_2; PRESET=protocol-2-walkers
+# runs the shorter road that failed on seed 0, docs/study_b.md), with the walkers vectorised
+# (recorded: settings wlmd.engine = vectorized, so OUT resumes only with this script or --vectorize). SEEDS="0 1 2" runs other seeds; EXPORT=DIR sets the records' folder
 # [default: OUT/records]; SETTINGS='{"wlmd": {"walkers": 4}}' adds JSON overrides (a new OUT
 # for other settings: a measured folder refuses them). Rerunning resumes every unfinished seed.
 #
@@ -49,7 +48,7 @@ else
   exit 2
 fi
 
-measure=("$PYTHON" -m interp study-b measure "$out" --preset "${PRESET:-protocol-2-walkers}" --vectorize --settings "$settings")
+measure=("$PYTHON" -m interp study-b measure "$out" --preset "${PRESET:-protocol-2}" --vectorize --settings "$settings")
 mkdir -p "$out/logs"
 start=$(date +%s)
 pids=()

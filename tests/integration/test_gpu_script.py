@@ -101,14 +101,14 @@ def test_the_study_b_dry_run_measures_two_seeds_side_by_side_with_vectorised_wal
     assert (
         settings["wlmd"]["engine"] == "vectorized" and settings["wlmd"]["target_cosine"] == 0.9
     )  # protocol 2
-    assert settings["walker_starts"] == "own"  # with its shorter road
+    assert "walker_starts" not in settings and settings["target_flatness"] == 0.8  # as first written
     for seed in (0, 1):
         folder = out / f"seed_{seed}"
         walk = json.loads((folder / "wlmd" / "entropy" / "config.json").read_text())["wlmd"]
         assert walk["engine"] == "vectorized" and walk["seed"] == seed
         S = load_checkpoint(folder / "wlmd" / "entropy").train_state["wlmd"]["S"]
         assert S.shape[0] == 2  # two walkers moved together
-        assert (folder / "adamw-start-1" / "DONE").is_file()  # walker 1's own start
+        assert not (folder / "adamw-start-1").exists()  # every walker starts at the seed's model
         injections = sorted(p.name for p in folder.glob("inject-*") if (p / "DONE").exists())
         assert injections == [
             f"inject-{m}-{n}" for m in ("adamw", "wlmd") for n in ("random", "square", "sum")
@@ -126,7 +126,7 @@ def test_the_study_b_dry_run_measures_two_seeds_side_by_side_with_vectorised_wal
         "--seeds",
         "0",
         "--preset",
-        "protocol-2-walkers",
+        "protocol-2",
         "--runs-only",
     ]
     for extra, message in (
