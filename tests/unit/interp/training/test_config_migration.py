@@ -17,11 +17,18 @@ from interp.store.run_folder import read_done
 from interp.sweep.specs import SWEEP_FILE, read_sweep
 from interp.training.config import FINETUNE_DEFAULTS, TrainConfig, finetune_config
 from interp.training.finetune import finetune
+from interp.wlmd.sampler import WLMDConfig
 from models import build_model, preset_config
 from tasks import ModAddTask
 
 RESULTS = Path(__file__).resolve().parents[4] / "results"
-CONFIGS = sorted(RESULTS.rglob("config.json"))
+ALL_CONFIGS = sorted(RESULTS.rglob("config.json"))
+# A WLMD walk's folder (study B's committed walk state) is not a training run: its "train" holds
+# only the loss its collective variables are measured with, and its own config sits under "wlmd"
+# or "wlmd_production".
+WALK_KEYS = {"wlmd", "wlmd_production"}
+CONFIGS = [p for p in ALL_CONFIGS if not WALK_KEYS & set(json.loads(p.read_text()))]
+WALKS = [p for p in ALL_CONFIGS if p not in CONFIGS]
 SWEEPS = sorted(RESULTS.rglob(SWEEP_FILE))
 # How fine-tuning configs were written before they were TrainConfigs (every field, always).
 OLD_FORM = {
@@ -54,6 +61,14 @@ def test_every_committed_run_config_loads(path):
             assert to_dict(config)[key] == train[key], key
     else:  # written before target_acc existed, and written the same way now
         assert config.target_acc is None and to_dict(config) == train
+
+
+@pytest.mark.parametrize("path", WALKS, ids=lambda p: str(p.relative_to(RESULTS)))
+def test_every_committed_walk_config_loads(path):
+    config = json.loads(path.read_text())
+    assert set(config["train"]) == {"data_seed", "loss", "weight_norm"}
+    if "wlmd" in config:
+        assert to_dict(from_dict(WLMDConfig, config["wlmd"], where=str(path))) == config["wlmd"]
 
 
 @pytest.mark.parametrize("path", SWEEPS, ids=lambda p: str(p.relative_to(RESULTS)))
