@@ -242,6 +242,9 @@ def test_evolve_rejects_unknown_params_with_exit_2(runs, capsys):
     assert code == 2 and "did you mean 'neurons'" in err and "Traceback" not in err
 
 
+SERIES_SIZES = {"circuit": {"max_examples": 12, "steps": 3}}
+
+
 @pytest.mark.parametrize("name, run", CASES, ids=[f"{n}-{r}" for n, r in CASES])
 def test_evolve_series_equals_each_checkpoint_loaded_alone(name, run, runs, tmp_path):
     """`evolve` reuses one model and the splits across checkpoints (`subject_series`); every
@@ -257,9 +260,11 @@ def test_evolve_series_equals_each_checkpoint_loaded_alone(name, run, runs, tmp_
 
     folder = shutil.copytree(runs[run], tmp_path / "run")  # no cached results from other tests
     analysis = get_analysis(name)
-    evolution = evolve(folder, analysis, progress=False)
+    # The same code paths at a size the suite can afford (circuit's defaults took ~4 minutes here).
+    params = analysis.params(**SERIES_SIZES.get(name, {}))
+    evolution = evolve(folder, analysis, params, progress=False)
     for step, result in list(zip(evolution.steps, evolution.results))[:: max(1, len(evolution.steps) // 3)]:
-        alone = analysis.compute(load_subject(checkpoint_dir(folder, step)), analysis.params())
+        alone = analysis.compute(load_subject(checkpoint_dir(folder, step)), params)
         pd.testing.assert_frame_equal(result.to_frame(), alone.to_frame(), rtol=1e-6)
 
 
