@@ -49,8 +49,10 @@ ARGS = [
     "3",
     "--checkpoint-every",
     "5",
+    # One thread: the suite runs two workers on two cores, and a two-thread run beside another
+    # worker spins for a core it does not get (3x slower under load; a resume hit the timeout).
     "--threads",
-    "2",
+    "1",
     "--no-progress",
 ]
 
@@ -117,7 +119,7 @@ def test_sigkill_then_resume_is_bit_identical(tmp_path, reference, kill_after_re
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not is_done(out)
-    result = _interp("train", "--resume", str(out), "--threads", "2", "--no-progress")
+    result = _interp("train", "--resume", str(out), "--threads", "1", "--no-progress")
     assert result.returncode == 0, result.stderr
     _assert_identical(reference, out)
 
@@ -269,7 +271,7 @@ def test_a_kill_during_a_metrics_append_leaves_a_torn_line_that_readers_skip_and
         assert read_metrics(out) == records
     with pytest.warns(Note, match="partial last line"):
         accuracy_figure(out)  # the report's reader too
-    result = _interp("train", "--resume", str(out), "--threads", "2", "--no-progress")
+    result = _interp("train", "--resume", str(out), "--threads", "1", "--no-progress")
     assert result.returncode == 0, result.stderr
     assert "note: " in result.stderr and "partial last line" in result.stderr
     assert not (out / "metrics.jsonl").read_bytes().endswith(b"x")
