@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -203,13 +203,20 @@ def injection_row(run: str | Path) -> dict[str, Any]:
     }
 
 
-def table(out: str | Path) -> pd.DataFrame:
-    """One row per (seed, model, noise) from the finished injection runs under ``out/seed_*``.
+def _seed_folders(out: str | Path, seeds: Collection[int] | None) -> dict[int, Path]:
+    """`seed_folders(out)`, only `seeds` when given: a seed still training beside finished ones
+    stays out of their tables and records."""
+    return {s: f for s, f in seed_folders(out).items() if seeds is None or s in seeds}
+
+
+def table(out: str | Path, seeds: Collection[int] | None = None) -> pd.DataFrame:
+    """One row per (seed, model, noise) from the finished injection runs under ``out/seed_*``
+    (of `seeds` only, when given).
 
     ``retention`` is the original task's test accuracy at the stop divided by the one at the start.
     """
     rows = []
-    for seed, folder in seed_folders(out).items():
+    for seed, folder in _seed_folders(out, seeds).items():
         for label in MODELS:
             for noise in NOISES:
                 run = folder / f"inject-{label}-{noise}"
@@ -240,13 +247,13 @@ def summary(frame: pd.DataFrame) -> pd.DataFrame:
     return result
 
 
-def wlmd_frame(out: str | Path) -> pd.DataFrame:
+def wlmd_frame(out: str | Path, seeds: Collection[int] | None = None) -> pd.DataFrame:
     """Per seed: the AdamW model's (x, y), the injected WLMD sample's (`injected_sample`), its
     walker and that walker's cosine to its own start at the walk's end, and the cosine between
     the sample and the seed's AdamW model.
     """
     rows, settings = [], measured_settings(out)
-    for seed, folder in seed_folders(out).items():
+    for seed, folder in _seed_folders(out, seeds).items():
         chosen = _injected(folder / "wlmd", settings)
         if chosen is None:
             rows.append({"seed": seed, "samples": 0})
@@ -316,10 +323,10 @@ def _before_after(folder: Path, noise: str) -> dict[str, Path | str] | None:
     return models
 
 
-def rank_table(out: str | Path, noise: str = "random") -> pd.DataFrame:
+def rank_table(out: str | Path, noise: str = "random", seeds: Collection[int] | None = None) -> pd.DataFrame:
     """Whole-layer effective ranks, mean over seeds: AdamW / WLMD before and after `noise` injection."""
     frames = []
-    for seed, folder in seed_folders(out).items():
+    for seed, folder in _seed_folders(out, seeds).items():
         models = _before_after(folder, noise)
         if models:
             frames.append(rank_frame(models).assign(seed=seed))
@@ -393,13 +400,13 @@ def _first_difference(
     raise ValueError("the settings do not differ")
 
 
-def write_figures(out: str | Path) -> list[Path]:
+def write_figures(out: str | Path, seeds: Collection[int] | None = None) -> list[Path]:
     """Per seed, the study's figures as HTML in ``out/seed_<N>``: forgetting curves AdamW vs WLMD
     per noise type (`study_b.forgetting_figure`) and effective-rank bars before / after the
     random-noise injection (`study_b.rank_figure`). Runs that are not finished are skipped.
     """
     written = []
-    for seed, folder in seed_folders(out).items():
+    for seed, folder in _seed_folders(out, seeds).items():
         for noise in NOISES:
             runs = {label: folder / f"inject-{label}-{noise}" for label in MODELS}
             runs = {
@@ -419,13 +426,14 @@ def write_figures(out: str | Path) -> list[Path]:
     return written
 
 
-def write_tables(out: str | Path) -> Path:
-    """Write `table`, `summary`, `wlmd_frame` and `rank_table` as CSV and one text file into ``out``."""
+def write_tables(out: str | Path, seeds: Collection[int] | None = None) -> Path:
+    """Write `table`, `summary`, `wlmd_frame` and `rank_table` (of `seeds`, default every seed
+    folder) as CSV and one text file into ``out``."""
     out = Path(out)
-    frames = {"runs": table(out)}
+    frames = {"runs": table(out, seeds)}
     if len(frames["runs"]):
         frames["summary"] = summary(frames["runs"])
-    frames |= {"wlmd": wlmd_frame(out), "ranks_random": rank_table(out, "random")}
+    frames |= {"wlmd": wlmd_frame(out, seeds), "ranks_random": rank_table(out, "random", seeds)}
     lines = []
     for name, frame in frames.items():
         frame.to_csv(out / f"study_b_{name}.csv", index=False)
@@ -440,7 +448,7 @@ RUN_RECORDS = ("config.json", "metrics.jsonl", "DONE")  # what a repository keep
 FRAMES = ("runs", "summary", "wlmd", "ranks_random")
 
 
-def export_results(out: str | Path, dest: str | Path) -> Path:
+def export_results(out: str | Path, dest: str | Path, seeds: Collection[int] | None = None) -> Path:
     """Write the compact records of a measured folder into `dest` (e.g. ``results/study-b/<name>``).
 
     `dest` gets ``settings.json``, the tables as ``study_b_<frame>.csv`` (`write_tables`; paths
@@ -452,7 +460,7 @@ def export_results(out: str | Path, dest: str | Path) -> Path:
     import shutil
 
     out, dest = Path(out), Path(dest)
-    write_tables(out)
+    write_tables(out, seeds)
     dest.mkdir(parents=True, exist_ok=True)
     if (out / SETTINGS_FILE).exists():
         shutil.copyfile(out / SETTINGS_FILE, dest / SETTINGS_FILE)
@@ -463,7 +471,7 @@ def export_results(out: str | Path, dest: str | Path) -> Path:
             if "source" in frame.columns:
                 frame["source"] = [_relative(s, out) for s in frame["source"]]
             frame.to_csv(dest / path.name, index=False)
-    for seed, folder in seed_folders(out).items():
+    for seed, folder in _seed_folders(out, seeds).items():
         target = dest / folder.name
         records = walk_records(folder / "wlmd")
         if records:

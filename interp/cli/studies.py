@@ -301,10 +301,12 @@ def study_b_measure(
     if runs_only:
         click.echo(f"seeds {seeds} measured in {out}")
         return
-    click.echo(measured.write_tables(out).read_text())
-    click.echo(f"figures: {len(measured.write_figures(out))} HTML files in {out}/seed_*/")
+    # The tables, figures and records cover the seeds named: one still training beside them
+    # (another command's) would show as an empty row.
+    click.echo(measured.write_tables(out, seed_list).read_text())
+    click.echo(f"figures: {len(measured.write_figures(out, seed_list))} HTML files in {out}/seed_*/")
     if export_dir is not None:
-        click.echo(f"records: {measured.export_results(out, export_dir)}")
+        click.echo(f"records: {measured.export_results(out, export_dir, seed_list)}")
 
 
 @study_b.command("records")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import shutil
 
 import pandas as pd
 import pytest
@@ -284,3 +285,20 @@ def test_the_median_walker_or_every_walker_decides_the_cosine_and_starts_are_own
         "source",
         "own",
     )
+
+
+def test_the_seeds_named_are_the_ones_tabulated_and_exported(measured_2, tmp_path):
+    """A seed still training beside the finished one (a folder with only its AdamW run started)
+    stays out of the tables and records when the seeds are named, and is in them otherwise."""
+    out, _ = measured_2
+    training = out / "seed_7"
+    (training / "adamw").mkdir(parents=True)
+    try:
+        named = study_b_measure.wlmd_frame(out, seeds=[0])
+        every = study_b_measure.wlmd_frame(out)
+        dest = study_b_measure.export_results(out, tmp_path / "records", seeds=[0])
+    finally:
+        shutil.rmtree(training)
+    assert list(named["seed"]) == [0] and list(every["seed"]) == [0, 7]
+    assert sorted(p.name for p in dest.glob("seed_*")) == ["seed_0"]
+    assert set(pd.read_csv(dest / "study_b_wlmd.csv")["seed"]) == {0}
