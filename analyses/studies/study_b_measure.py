@@ -205,7 +205,8 @@ def injection_row(run: str | Path) -> dict[str, Any]:
 
 def _seed_folders(out: str | Path, seeds: Collection[int] | None) -> dict[int, Path]:
     """`seed_folders(out)`, only `seeds` when given: a seed still training beside finished ones
-    stays out of their tables and records."""
+    stays out of their tables and records.
+    """
     return {s: f for s, f in seed_folders(out).items() if seeds is None or s in seeds}
 
 
@@ -428,7 +429,8 @@ def write_figures(out: str | Path, seeds: Collection[int] | None = None) -> list
 
 def write_tables(out: str | Path, seeds: Collection[int] | None = None) -> Path:
     """Write `table`, `summary`, `wlmd_frame` and `rank_table` (of `seeds`, default every seed
-    folder) as CSV and one text file into ``out``."""
+    folder) as CSV and one text file into ``out``.
+    """
     out = Path(out)
     frames = {"runs": table(out, seeds)}
     if len(frames["runs"]):

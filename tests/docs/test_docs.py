@@ -210,7 +210,8 @@ def test_an_incremental_build_redraws_the_pages_that_read_new_records(tmp_path):
 
 def test_study_bs_retention_table_is_the_one_the_committed_records_rebuild():
     """docs/study_b.md quotes `interp study-b records results/study-b/protocol-2` as it stands
-    (re-export and paste the table again when a seed's records land)."""
+    (re-export and paste the table again when a seed's records land).
+    """
     from analyses.studies.study_b_measure import markdown_tables
 
     retention = markdown_tables(DOCS.parent / "results" / "study-b" / "protocol-2").split("\n\n")[0]

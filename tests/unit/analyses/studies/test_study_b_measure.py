@@ -289,7 +289,8 @@ def test_the_median_walker_or_every_walker_decides_the_cosine_and_starts_are_own
 
 def test_the_seeds_named_are_the_ones_tabulated_and_exported(measured_2, tmp_path):
     """A seed still training beside the finished one (a folder with only its AdamW run started)
-    stays out of the tables and records when the seeds are named, and is in them otherwise."""
+    stays out of the tables and records when the seeds are named, and is in them otherwise.
+    """
     out, _ = measured_2
     training = out / "seed_7"
     (training / "adamw").mkdir(parents=True)
