@@ -215,6 +215,9 @@ def test_export_keeps_no_weights_and_the_records_rebuild_the_tables(measured_2, 
     assert not [p for p in files if p.suffix in (".safetensors", ".pt", ".bin")]
     assert sum(p.stat().st_size for p in files) < 2_000_000
     assert len(list(dest.glob("seed_0/inject-*/DONE"))) == 6 and (dest / "seed_0" / "walk.json").exists()
+    for config in dest.glob("seed_0/inject-*/config.json"):  # no path of this machine in the records
+        source = json.loads(config.read_text())["injection"]["source"]
+        assert source.startswith("seed_0/") and (out / source).exists(), source
     with pytest.raises(SystemExit) as info:
         main(["study-b", "records", str(dest)])
     text = capsys.readouterr().out
