@@ -484,9 +484,10 @@ def export_results(out: str | Path, dest: str | Path, seeds: Collection[int] | N
                 continue
             (target / run.name).mkdir(parents=True, exist_ok=True)
             for name in RUN_RECORDS:
-                if (run / name).exists():
+                if name != "config.json" and (run / name).exists():
                     shutil.copyfile(run / name, target / run.name / name)
-            # The injection's source, as the tables name it: relative to `out`, not this machine's path.
+            # The config with the injection's source as the tables name it: relative to `out`,
+            # not this machine's path.
             config = read_config(run)
             config["injection"]["source"] = _relative(config["injection"]["source"], out)
             atomic_write_json(target / run.name / "config.json", config)

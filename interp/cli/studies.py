@@ -217,7 +217,12 @@ def study_b() -> None:
 
 @study_b.command("measure")
 @click.argument("out", type=click.Path(file_okay=False))
-@click.option("--seeds", default="0-2", show_default=True, help="Seeds: e.g. 0-2 or 0,3,5.")
+@click.option(
+    "--seeds",
+    default="0-2",
+    show_default=True,
+    help="Seeds: e.g. 0-2 or 0,3,5. The tables, figures and --export cover these seeds only.",
+)
 @click.option(
     "--settings",
     "settings_json",
