@@ -35,6 +35,7 @@ from analyses.studies.study_b import (
     wlmd_sample,
 )
 from analyses.studies.study_b_settings import StudyBSettings, WLMDSettings
+from analyses.studies.study_c import t_interval
 from interp.config import from_dict, to_dict
 from interp.errors import ConfigError
 from interp.store import checkpoint_dir, list_checkpoints
@@ -531,8 +532,75 @@ def untested(walk: pd.Series | Mapping[str, Any], settings: Mapping[str, Any]) -
     return ", ".join(reasons) or None
 
 
+def paired_differences(
+    runs: pd.DataFrame, wlmd: pd.DataFrame | None, settings: Mapping[str, Any], confidence: float = 0.95
+) -> pd.DataFrame:
+    """Per noise, WLMD minus AdamW test accuracy after injection, seed by seed (the two models of
+    a seed share its data and its AdamW start, so the seeds are paired): mean and Student-t
+    interval over every seed with both runs, and again over the seeds whose walk tests the
+    claim (`untested` is None), the only ones that bear on it.
+
+    Args:
+        runs: `study_b_runs.csv`'s rows (`table`).
+        wlmd: `study_b_wlmd.csv`'s rows (`wlmd_frame`), or None (every seed then counts as untested).
+        settings: The measured settings as JSON.
+        confidence: Of the intervals.
+
+    Returns:
+        One row per noise: ``seeds``, ``mean``, ``low``, ``high`` over all paired seeds;
+        ``tested``, ``tested_mean``, ``tested_low``, ``tested_high`` over the tested ones (NaN
+        where fewer than 2, or none, make the value).
+    """
+    tested_seeds = set()
+    if wlmd is not None:
+        tested_seeds = {int(row["seed"]) for _, row in wlmd.iterrows() if untested(row, settings) is None}
+    rows = []
+    for noise in NOISES:
+        sub = runs[runs["noise"] == noise]
+        acc = sub.pivot_table(index="seed", columns="model", values="test_acc_after").dropna()
+        diff = acc["wlmd"] - acc["adamw"] if set(MODELS) <= set(acc.columns) else pd.Series(dtype=float)
+        tested = diff[[s in tested_seeds for s in diff.index]]
+        mean, low, high = t_interval(diff.tolist(), confidence)
+        t_mean, t_low, t_high = t_interval(tested.tolist(), confidence)
+        rows.append(
+            {
+                "noise": noise,
+                "seeds": len(diff),
+                "mean": mean,
+                "low": low,
+                "high": high,
+                "tested": len(tested),
+                "tested_mean": t_mean,
+                "tested_low": t_low,
+                "tested_high": t_high,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _difference_markdown(frame: pd.DataFrame) -> str:
+    def interval(mean: float, low: float, high: float) -> str:
+        if pd.isna(mean):
+            return "-"
+        return f"{mean:+.4f}" + ("" if pd.isna(low) else f" [{low:+.4f}, {high:+.4f}]")
+
+    lines = [
+        "| noise | seeds | WLMD - AdamW, mean [95% t-interval] | seeds testing the claim | "
+        "WLMD - AdamW over those |",
+        "|---|---|---|---|---|",
+    ]
+    for _, r in frame.iterrows():
+        lines.append(
+            f"| {r['noise']} | {r['seeds']} | {interval(r['mean'], r['low'], r['high'])} | {r['tested']} | "
+            f"{interval(r['tested_mean'], r['tested_low'], r['tested_high'])} |"
+        )
+    return "\n".join(lines)
+
+
 def markdown_tables(dest: str | Path) -> str:
-    """The docs' retention table (every run with its status) and the WLMD table, from `export_results` records."""
+    """The docs' retention table (every run with its status), with two seeds or more the paired
+    WLMD - AdamW differences (`paired_differences`), and the WLMD table, from `export_results` records.
+    """
     dest = Path(dest)
     runs = pd.read_csv(dest / "study_b_runs.csv")
     settings = json.loads((dest / SETTINGS_FILE).read_text()) if (dest / SETTINGS_FILE).exists() else {}
@@ -562,6 +630,8 @@ def markdown_tables(dest: str | Path) -> str:
             f"| **{noise}** | **mean** | {' | '.join(acc)} | {' | '.join(reached)} | {' | '.join(cos)} |"
         )
     text = "\n".join(lines)
+    if runs["seed"].nunique() > 1:
+        text += "\n\n" + _difference_markdown(paired_differences(runs, wlmd, settings))
     if wlmd is not None:
         shown = wlmd.drop(columns=[c for c in ("source",) if c in wlmd.columns])
         text += "\n\n" + format_table([str(c) for c in shown.columns], shown.to_numpy().tolist())

@@ -306,3 +306,44 @@ def test_the_seeds_named_are_the_ones_tabulated_and_exported(measured_2, tmp_pat
     assert list(named["seed"]) == [0] and list(every["seed"]) == [0, 7]
     assert sorted(p.name for p in dest.glob("seed_*")) == ["seed_0"]
     assert set(pd.read_csv(dest / "study_b_wlmd.csv")["seed"]) == {0}
+
+
+def test_paired_differences_are_seed_by_seed_with_t_intervals_and_tested_seeds_apart():
+    from scipy import stats
+
+    acc = {  # seed -> (AdamW, WLMD) test accuracy after random noise
+        0: (0.70, 0.90),
+        1: (0.75, 0.80),
+        2: (0.60, 0.95),
+    }
+    runs = pd.DataFrame(
+        [
+            {"seed": s, "model": m, "noise": "random", "test_acc_after": a}
+            for s, pair in acc.items()
+            for m, a in zip(study_b_measure.MODELS, pair)
+        ]
+        + [{"seed": 0, "model": "adamw", "noise": "sum", "test_acc_after": 0.5}]  # no WLMD pair
+    )
+    settings = {"wlmd": {"target_cosine": 0.9}, "target_flatness": 0.8}
+    wlmd = pd.DataFrame(
+        [  # seed 1's walk stayed too close to its start: it does not test the claim
+            {"seed": s, "sample_walker_cosine": c, "walk_flatness": 0.9}
+            for s, c in ((0, 0.5), (1, 0.95), (2, 0.4))
+        ]
+    )
+    frame = study_b_measure.paired_differences(runs, wlmd, settings).set_index("noise")
+    diffs = [w - a for a, w in acc.values()]
+    low, high = stats.t.interval(0.95, 2, loc=sum(diffs) / 3, scale=stats.sem(diffs))
+    random = frame.loc["random"]
+    assert random["seeds"] == 3 and random["mean"] == pytest.approx(sum(diffs) / 3)
+    assert (random["low"], random["high"]) == pytest.approx((low, high))
+    tested = [diffs[0], diffs[2]]
+    low, high = stats.t.interval(0.95, 1, loc=sum(tested) / 2, scale=stats.sem(tested))
+    assert random["tested"] == 2 and (random["tested_low"], random["tested_high"]) == pytest.approx(
+        (low, high)
+    )
+    assert frame.loc["sum", "seeds"] == 0 and math.isnan(frame.loc["sum", "mean"])
+    assert study_b_measure.paired_differences(runs, None, settings).loc[0, "tested"] == 0
+    text = study_b_measure._difference_markdown(frame.reset_index())
+    assert f"| random | 3 | +0.2000 [{frame.loc['random', 'low']:+.4f}, " in text
+    assert "| sum | 0 | - | 0 | - |" in text
