@@ -161,6 +161,31 @@ def export_records(sweep_dir: str | Path, dest: str | Path) -> list[Path]:
     return written
 
 
+def take_finished_records(records: str | Path, sweep_dir: str | Path) -> list[Path]:
+    """Copy the finished runs of exported `records` into `sweep_dir`, so a sweep skips them.
+
+    The way back of `export_records`, for a sweep resumed on a machine that lost its run folders:
+    a run whose record holds DONE is finished, and a sweep does not retrain a finished run, so
+    copying its record is enough (it has no checkpoints: dissect it from weights exported
+    separately). Run folders `sweep_dir` already holds, and unfinished records, are left alone:
+    those runs train (or resume) as usual. Returns the run folders written.
+    """
+    import shutil
+
+    records, sweep_dir = Path(records), Path(sweep_dir)
+    taken = []
+    for done in sorted(records.rglob("DONE")):
+        target = sweep_dir / done.parent.relative_to(records)
+        if target.exists():
+            continue
+        target.mkdir(parents=True)
+        for name in RECORD_FILES:
+            if (done.parent / name).exists():
+                shutil.copyfile(done.parent / name, target / name)
+        taken.append(target)
+    return taken
+
+
 def run_sweep(
     specs: Sequence[RunSpec],
     worker: Callable[[RunSpec], Any],

@@ -13,6 +13,9 @@
 #   JOBS=1 scripts/long_runs/frozen_sweep.sh study-a-crossed,study-a-map-1l1h COMMIT \
 #     study-a/crossed,study-a/map-1l1h
 # (a grid that fails stops the chain, so a later grid never runs before an earlier one ends).
+# On a fresh machine, runs whose records are committed as finished (results/SWEEP/.../DONE) are
+# not trained again: their records are copied into RUNS_DIR/SWEEP first, and the sweep skips a
+# finished run (their checkpoints are not committed, so they have none there).
 set -euo pipefail
 [ $# -ge 3 ] || { echo "usage: $0 GRID[,GRID...] COMMIT SWEEP[,SWEEP...] [RUNS_DIR]" >&2; exit 2; }
 IFS=, read -ra grids <<<"$1"
@@ -29,6 +32,10 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 runs=$(realpath -m "${4:-$repo/../runs}")
 frozen="$runs/frozen-$commit"
 [ -d "$frozen" ] || git -C "$repo" worktree add --detach "$frozen" "$commit"
+for sweep in "${sweeps[@]}"; do  # this checkout's code, not the frozen one's: it only copies records
+  mkdir -p "$runs/$sweep"
+  "$repo/.venv/bin/python" "$repo/scripts/long_runs/take_records.py" "$repo/results/$sweep" "$runs/$sweep"
+done
 cd "$frozen"
 export PYTHONPATH="$frozen" OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 chain=()

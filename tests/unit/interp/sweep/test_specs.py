@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from interp.store.run_folder import append_metrics, create_run, mark_done
-from interp.sweep.specs import RunSpec, export_records, read_sweep, seed_folder, seed_folders, write_sweep
+from interp.sweep.specs import (
+    RunSpec,
+    export_records,
+    is_done,
+    read_sweep,
+    seed_folder,
+    seed_folders,
+    take_finished_records,
+    write_sweep,
+)
 
 
 def _sweep(root):
@@ -46,3 +55,15 @@ def test_export_again_replaces_records_and_drops_a_stale_summary(tmp_path):
     export_records(tmp_path / "runs", tmp_path / "results")
     target = tmp_path / "results" / "a" / "seed_0"
     assert not (target / "DONE").exists() and (target / "metrics.jsonl").read_text().count("\n") == 2
+
+
+def test_finished_records_taken_back_into_a_lost_sweep_are_skipped_and_the_rest_left_alone(tmp_path):
+    specs = _sweep(tmp_path / "runs")
+    export_records(tmp_path / "runs", tmp_path / "results")
+    fresh = tmp_path / "fresh"  # a new machine: the run folders are gone, the records committed
+    (fresh / "a" / "seed_1").mkdir(parents=True)  # begun here already: not overwritten
+    taken = take_finished_records(tmp_path / "results", fresh)
+    assert taken == [fresh / "a" / "seed_0"] and is_done(taken[0])
+    assert (taken[0] / "metrics.jsonl").read_text() == (specs[0].out / "metrics.jsonl").read_text()
+    assert list((fresh / "a" / "seed_1").iterdir()) == []  # the unfinished run trains as usual
+    assert take_finished_records(tmp_path / "results", fresh) == []  # a second call takes nothing
