@@ -6,8 +6,9 @@ Every analysis (docs/architecture.md) is a frozen `Params` dataclass, a pure com
 
 * `Result`: subclass it as a frozen dataclass whose fields are tensors or JSON values
   (numbers, strings, lists, dicts). `save` writes `result.json` (the JSON fields, the params,
-  a format version), `tensors.safetensors` (the tensor fields) and `figure.html`; `load`
-  reads them back without unpickling anything.
+  a format version, the tensors' digest), `tensors.safetensors` (the tensor fields) and
+  `figure.html`; `load` reads them back without unpickling anything, and refuses tensors that
+  are not the ones the JSON was written with.
 * `param(default, help)` (from `interp.config`): a field whose help text becomes the CLI's `--help`.
 * `Analysis`: one registry entry; the registry itself is `analyses.registry.REGISTRY`.
 """
@@ -15,6 +16,7 @@ Every analysis (docs/architecture.md) is a frozen `Params` dataclass, a pure com
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -92,11 +94,13 @@ class Result:
         """A compact text table for the CLI (the first `rows` rows of `to_frame`)."""
         return self.to_frame().head(rows).to_string(index=False, float_format=lambda v: f"{v:.4g}")
 
-    def save(self, folder: str | Path, *, figure: bool = True) -> Path:
+    def save(self, folder: str | Path, *, figure: bool = True, durable: bool = True) -> Path:
         """Write `result.json`, `tensors.safetensors` and (if `figure`) `figure.html` into `folder`.
 
         The figure's plotly.js goes beside it once (`plotly.min.js`), so the folder works
-        offline; caches of many results (`analyses.evolution`) skip the figure.
+        offline; caches of many results (`analyses.evolution`) skip the figure, and the fsyncs
+        (`durable=False`: a power cut may lose a cached result, which `load` then refuses and the
+        cache recomputes; see `interp.store.atomic`).
         """
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
@@ -107,7 +111,8 @@ class Result:
             for k, v in values.items()
             if isinstance(v, Tensor)
         }
-        atomic_write_bytes(folder / TENSORS_FILE, safetensors.torch.save(tensors))
+        data = safetensors.torch.save(tensors)
+        atomic_write_bytes(folder / TENSORS_FILE, data, durable=durable)
         fields = {k: v for k, v in values.items() if k not in tensors}
         atomic_write_json(
             folder / RESULT_FILE,
@@ -116,7 +121,11 @@ class Result:
                 "analysis": self.analysis,
                 "fields": fields,
                 "tensor_fields": sorted(tensors),
+                # The tensors written with these fields: written second, the JSON can only name
+                # the file beside it, and a lost or older tensors file is told apart when read.
+                "tensors_sha256": hashlib.sha256(data).hexdigest(),
             },
+            durable=durable,
         )
         if figure:
             self.figure().write_html(folder / FIGURE_FILE, include_plotlyjs="directory")
@@ -127,14 +136,19 @@ class Result:
         """Read a result written by `save`.
 
         Raises:
-            CheckpointError: If the folder holds no result, or another analysis's result.
+            CheckpointError: If the folder holds no result, another analysis's result, or tensors
+                that are not the ones its `result.json` was written with (a damaged or mixed folder).
             FormatVersionError: If it was written by a newer `interp`.
         """
         folder = Path(folder)
         try:
             data = json.loads((folder / RESULT_FILE).read_text())
-            tensors = safetensors.torch.load((folder / TENSORS_FILE).read_bytes())
-        except (OSError, ValueError) as err:
+            raw = (folder / TENSORS_FILE).read_bytes()
+            digest = data.get("tensors_sha256")  # results saved before the digest have none
+            if digest is not None and hashlib.sha256(raw).hexdigest() != digest:
+                raise ValueError(f"{TENSORS_FILE} is not the file {RESULT_FILE} was written with")
+            tensors = safetensors.torch.load(raw)
+        except (OSError, ValueError, safetensors.SafetensorError) as err:
             raise CheckpointError(
                 f"{folder} holds no readable analysis result: {err}", "run the analysis with --out first"
             ) from None

@@ -131,7 +131,7 @@ def _series(
     for subject in subject_series(run, steps):
         result = analysis.compute(subject, params)
         if folders is not None:
-            result.save(folders[subject.step], figure=False)
+            result.save(folders[subject.step], figure=False, durable=False)  # a cache: checked when read
         yield subject.step, result
 
 

@@ -6,6 +6,12 @@ fsynced, then renamed over the target with `os.replace` (atomic on POSIX), and t
 fsynced so the rename itself survives a power cut. Temporary names start with a dot and carry
 the writer's pid, so readers skip them and a later writer can tell a dead writer's leftovers.
 
+Caches of derived results (an analysis at every checkpoint of a series) may skip the fsyncs
+(`durable=False`): still atomic for a killed process, but a power cut may lose the new file or
+leave it empty, so such a cache must check what it reads (`analyses.base.Result` stores its
+tensors' digest) and recompute. On this project's machines an fsync costs about 4 ms, and a
+100-checkpoint series writes hundreds of files.
+
 Append-only logs (`metrics.jsonl`) are written a whole line at a time and fsynced; a line
 without its final newline is the trace of a killed writer and is dropped.
 """
@@ -44,12 +50,14 @@ def temp_prefix(path: Path) -> str:
     return f".{path.name}.{os.getpid()}."
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Replace the file at `path` with `data`, atomically and durably.
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, durable: bool = True) -> None:
+    """Replace the file at `path` with `data`, atomically and (by default) durably.
 
     Args:
         path: The target file; its folder must exist.
         data: The complete new content.
+        durable: Fsync the file and its folder, so the new content survives a power cut. False
+            keeps the write atomic for a killed process only (a cache that verifies its reads).
     """
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=path.parent)
@@ -59,7 +67,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
             os.fchmod(f.fileno(), 0o666 & ~_umask())
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError as err:
         Path(tmp).unlink(missing_ok=True)
@@ -72,12 +81,13 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         # Only a failed write gets here; a killed process leaves `tmp` for later cleanup.
         Path(tmp).unlink(missing_ok=True)
         raise
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
 
 
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
-    """Replace the file at `path` with `text` (UTF-8), atomically and durably."""
-    atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: str | os.PathLike[str], text: str, *, durable: bool = True) -> None:
+    """Replace the file at `path` with `text` (UTF-8), atomically and durably (`atomic_write_bytes`)."""
+    atomic_write_bytes(path, text.encode("utf-8"), durable=durable)
 
 
 def dumps_json(obj: Any) -> str:
@@ -85,13 +95,13 @@ def dumps_json(obj: Any) -> str:
     return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
 
 
-def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
-    """Replace the file at `path` with `obj` as indented JSON, atomically and durably.
+def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, durable: bool = True) -> None:
+    """Replace the file at `path` with `obj` as indented JSON, atomically and durably (`atomic_write_bytes`).
 
     Raises:
         TypeError: If `obj` is not JSON-serialisable (nothing is written then).
     """
-    atomic_write_text(path, dumps_json(obj))
+    atomic_write_text(path, dumps_json(obj), durable=durable)
 
 
 def append_jsonl(path: str | os.PathLike[str], record: dict[str, Any]) -> None:

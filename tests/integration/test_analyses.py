@@ -451,3 +451,44 @@ def test_evolve_several_analyses_refuses_bad_params_at_once(runs, tmp_path, caps
     )
     assert code == 2 and message in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "o").exists()
+
+
+def test_evolve_caches_without_fsyncs_and_recomputes_a_step_whose_tensors_are_not_its_own(
+    runs, tmp_path, monkeypatch
+):
+    """Series caches skip the fsyncs (4 a result, the most of a 100-checkpoint series' writes on
+    a slow disk), so a power cut may lose a file: a cached result whose tensors are not the ones
+    its result.json was written with must be refused and recomputed, never read.
+    """
+    import os
+    import shutil
+
+    from analyses import evolve
+    from interp.errors import CheckpointError
+
+    folder = shutil.copytree(runs["transformer"], tmp_path / "run")
+    syncs = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (syncs.append(fd), real_fsync(fd)))
+    first = evolve(folder, "fingerprint", progress=False)
+    assert syncs == []
+    cache = sorted((folder / "analyses" / "fingerprint").glob("**/result.json"))
+    assert len(cache) == len(first.steps) > 1
+    damaged, other = cache[0].parent, cache[-1].parent
+    # An older tensors file beside a newer result.json (a lost write): valid safetensors, wrong data.
+    shutil.copyfile(other / "tensors.safetensors", damaged / "tensors.safetensors")
+    with pytest.raises(CheckpointError, match="not the file result.json was written with"):
+        type(first.results[0]).load(damaged)
+    (other / "tensors.safetensors").write_bytes(b"")  # and one left empty
+    with pytest.raises(CheckpointError, match="no readable analysis result"):
+        type(first.results[0]).load(other)
+    again = evolve(folder, "fingerprint", progress=False)
+    for before, after in zip(first.results, again.results):
+        assert before.to_frame().equals(after.to_frame())
+    result_type = type(first.results[0])
+    assert (
+        result_type.load(damaged).step == first.steps[0] and result_type.load(other).step == first.steps[-1]
+    )
+    syncs.clear()
+    first.results[0].save(tmp_path / "saved")  # a result saved on its own is durable
+    assert len(syncs) == 4  # the tensors, the JSON, and their folder after each rename

@@ -21,6 +21,20 @@ def test_writes_replace_the_whole_file_and_leave_no_temporary(tmp_path: Path) ->
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.json"]
 
 
+def test_a_write_that_is_not_durable_is_still_whole_and_atomic_but_never_fsyncs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    syncs: list[int] = []
+    monkeypatch.setattr(os, "fsync", syncs.append)
+    path = tmp_path / "f.json"
+    atomic_write_json(path, {"old": 1}, durable=False)
+    atomic_write_json(path, {"new": [2]}, durable=False)
+    assert json.loads(path.read_text()) == {"new": [2]} and syncs == []
+    assert [p.name for p in tmp_path.iterdir()] == ["f.json"]
+    atomic_write_json(path, {"durable": True})
+    assert len(syncs) == 2  # the file, then its folder
+
+
 def test_a_failed_write_keeps_the_old_file_and_removes_its_temporary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
