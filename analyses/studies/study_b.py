@@ -376,6 +376,107 @@ def forgetting_figure(runs: Mapping[str, str | Path]) -> go.Figure:
     return fig
 
 
+def walk_figure(
+    walks: Mapping[str, Sequence[Mapping[str, Any]]],
+    target_cosine: float | None = None,
+    target_flatness: float | None = None,
+) -> go.Figure:
+    """How far each walk got: its records (`walk_records`, one per chunk) against the entropy step.
+
+    Three panels share the step axis:
+
+    * each walker's cosine to its own start, with the target the walk stops at (dashed);
+    * the histogram's flatness (min / mean over visited bins; log scale), with the target a
+      sample must reach to count as an equilibrium sample;
+    * the Wang-Landau factor ln f (log scale).
+
+    Where a walk stalls is then visible at a glance: a flatness that never rises while ln f
+    falls means the walker stayed in a few bins (the hover gives their count).
+
+    Args:
+        walks: A label (e.g. ``"seed 0"``) -> that walk's records.
+        target_cosine: Drawn as a dashed line on the cosine panel when given.
+        target_flatness: Likewise on the flatness panel.
+
+    Returns:
+        The figure.
+    """
+    from plotly.subplots import make_subplots
+
+    from analyses.studies.plots import HEAD_PALETTE
+
+    fig = make_subplots(
+        rows=3,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.06,
+        subplot_titles=("cosine to the walk's start", "flatness of the histogram", "ln f"),
+    )
+    for i, (label, records) in enumerate(walks.items()):
+        colour = HEAD_PALETTE[i % len(HEAD_PALETTE)]
+        steps = [r["step"] for r in records]
+        walkers = len(records[0]["cosine"]) if records else 0
+        for w in range(walkers):
+            name = label if walkers == 1 else f"{label}, walker {w}"
+            fig.add_scatter(
+                x=steps,
+                y=[r["cosine"][w] for r in records],
+                name=name,
+                legendgroup=label,
+                mode="lines",
+                line={"color": colour, "dash": ("solid", "dot", "dash", "dashdot")[w % 4]},
+                row=1,
+                col=1,
+            )
+        # A chunk's flatness is 0 until a second bin is visited: log axes cannot show it.
+        flat = [(s, r["flatness"], r["visited"]) for s, r in zip(steps, records) if r["flatness"] > 0]
+        fig.add_scatter(
+            x=[s for s, _, _ in flat],
+            y=[f for _, f, _ in flat],
+            customdata=[v for _, _, v in flat],
+            hovertemplate="step %{x}: flatness %{y:.3g}, %{customdata} bins visited",
+            name=label,
+            legendgroup=label,
+            showlegend=False,
+            mode="lines",
+            line={"color": colour},
+            row=2,
+            col=1,
+        )
+        fig.add_scatter(
+            x=steps,
+            y=[r["ln_f"] for r in records],
+            name=label,
+            legendgroup=label,
+            showlegend=False,
+            mode="lines",
+            line={"color": colour},
+            row=3,
+            col=1,
+        )
+    for row, target, log in ((1, target_cosine, False), (2, target_flatness, True)):
+        if target is not None:
+            fig.add_hline(y=target, line={"dash": "dash", "color": "#7f7f7f"}, row=row, col=1)
+            # Annotations take log10 units on a log axis (`plots.StepAxis`), shapes data units.
+            fig.add_annotation(
+                text=f"target {target:g}",
+                x=1,
+                xref="x domain",
+                y=math.log10(target) if log else target,
+                yanchor="bottom",
+                xanchor="right",
+                showarrow=False,
+                row=row,
+                col=1,
+            )
+    fig.update_yaxes(title_text="cosine", row=1, col=1)
+    fig.update_yaxes(title_text="min / mean", type="log", exponentformat="power", row=2, col=1)
+    fig.update_yaxes(title_text="ln f", type="log", exponentformat="power", row=3, col=1)
+    fig.update_xaxes(title_text="entropy step", row=3, col=1)
+    fig.update_layout(title="WLMD walks: distance from the start, flatness, ln f", height=800)
+    return fig
+
+
 def rank_frame(models: Mapping[str, str | Path]) -> pd.DataFrame:
     """Whole-layer effective ranks (head -1 rows) of each labelled checkpoint, one column each."""
     columns = {}

@@ -31,6 +31,7 @@ from analyses.studies.study_b import (
     rank_figure,
     rank_frame,
     source_cvs,
+    walk_figure,
     walk_records,
     wlmd_sample,
 )
@@ -404,8 +405,9 @@ def _first_difference(
 
 def write_figures(out: str | Path, seeds: Collection[int] | None = None) -> list[Path]:
     """Per seed, the study's figures as HTML in ``out/seed_<N>``: forgetting curves AdamW vs WLMD
-    per noise type (`study_b.forgetting_figure`) and effective-rank bars before / after the
-    random-noise injection (`study_b.rank_figure`). Runs that are not finished are skipped.
+    per noise type (`study_b.forgetting_figure`), the walk so far (`study_b.walk_figure`) and
+    effective-rank bars before / after the random-noise injection (`study_b.rank_figure`). Runs
+    that are not finished are skipped.
     """
     written = []
     for seed, folder in _seed_folders(out, seeds).items():
@@ -420,6 +422,13 @@ def write_figures(out: str | Path, seeds: Collection[int] | None = None) -> list
                     path, include_plotlyjs="directory"
                 )
                 written.append(path)
+        walk = walk_records(folder / "wlmd")
+        if walk:
+            path = folder / "walk.html"
+            walk_figure(
+                {folder.name.replace("_", " "): walk}, *_targets(to_dict(measured_settings(out)))
+            ).write_html(path, include_plotlyjs="directory")
+            written.append(path)
         models = _before_after(folder, "random")
         if models:
             path = folder / "ranks_random.html"
@@ -595,6 +604,50 @@ def _difference_markdown(frame: pd.DataFrame) -> str:
             f"{interval(r['tested_mean'], r['tested_low'], r['tested_high'])} |"
         )
     return "\n".join(lines)
+
+
+def _targets(settings: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    """The walk's cosine target and the sample's flatness target of measured settings (as JSON)."""
+    return settings.get("wlmd", {}).get("target_cosine"), settings.get("target_flatness")
+
+
+def record_figures(dest: str | Path) -> dict[str, Any]:
+    """The study's figures from `export_results` records, which hold no weights.
+
+    Returns:
+        ``"walks"``: every seed's walk in one figure (`study_b.walk_figure`, with the
+        settings' targets), and ``"seed_<N>/forgetting_<noise>"``: AdamW against WLMD per
+        seed and noise (`study_b.forgetting_figure`), for the injections that finished.
+        Entries with nothing to draw are left out.
+    """
+    dest = Path(dest)
+    settings = json.loads((dest / SETTINGS_FILE).read_text()) if (dest / SETTINGS_FILE).exists() else {}
+    seeds = seed_folders(dest)
+    walks = {f"seed {s}": walk_records(f) for s, f in seeds.items()}
+    figures: dict[str, Any] = {}
+    if any(walks.values()):
+        figures["walks"] = walk_figure({k: v for k, v in walks.items() if v}, *_targets(settings))
+    for seed, folder in seeds.items():
+        for noise in NOISES:
+            runs = {
+                name: folder / f"inject-{label}-{noise}"
+                for label, name in (("adamw", "AdamW"), ("wlmd", "WLMD"))
+                if is_done(folder / f"inject-{label}-{noise}")
+            }
+            if runs:
+                figures[f"seed_{seed}/forgetting_{noise}"] = forgetting_figure(runs).update_layout(
+                    title=f"seed {seed}, {noise} noise: original-task test accuracy (solid) and noise accuracy (dotted)"
+                )
+    return figures
+
+
+def write_record_figures(dest: str | Path, folder: str | Path) -> list[Path]:
+    """`record_figures(dest)` as offline HTML pages under `folder` (``walks.html``,
+    ``seed_<N>/forgetting_<noise>.html``).
+    """
+    from analyses.studies.plots import write_figure
+
+    return [write_figure(fig, Path(folder) / f"{name}.html") for name, fig in record_figures(dest).items()]
 
 
 def markdown_tables(dest: str | Path) -> str:

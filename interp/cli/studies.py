@@ -316,17 +316,31 @@ def study_b_measure(
 
 @study_b.command("records")
 @click.argument("records", type=click.Path(file_okay=False, exists=True))
-def study_b_records(records: str) -> None:
-    """Print the retention and WLMD tables (markdown) from exported records (no weights needed)."""
+@click.option(
+    "--figures",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Also draw the walks and the forgetting curves as HTML pages into this folder.",
+)
+def study_b_records(records: str, figures: str | None) -> None:
+    """Print the retention and WLMD tables (markdown) from exported records (no weights needed).
+
+    \b
+    Example:
+      interp study-b records results/study-b/protocol-2 --figures figures/study-b
+    """
     from pathlib import Path
 
     if not (Path(records) / "study_b_runs.csv").exists():
         raise ConfigError(
             f"{records} holds no study_b_runs.csv", "give a folder written by interp study-b measure --export"
         )
-    from analyses.studies.study_b_measure import markdown_tables
+    from analyses.studies.study_b_measure import markdown_tables, write_record_figures
 
     click.echo(markdown_tables(records))
+    if figures is not None:
+        written = write_record_figures(records, figures)
+        click.echo(f"figures: {len(written)} HTML files in {figures}/")
 
 
 @click.group("study-c")

@@ -85,6 +85,7 @@ def test_tables_from_the_run_folders(measured, capsys):
         "forgetting_square.html",
         "forgetting_sum.html",
         "ranks_random.html",
+        "walk.html",
     ]
 
 
@@ -229,6 +230,55 @@ def test_export_keeps_no_weights_and_the_records_rebuild_the_tables(measured_2, 
             f"reached at step {row['steps']}" if row["reached"] else f"not reached** (cap {TINY.max_steps})"
         )
         assert status in text
+
+
+def test_the_records_alone_draw_the_walks_and_the_forgetting_curves(measured_2, tmp_path, capsys):
+    out, _ = measured_2
+    dest = study_b_measure.export_results(out, tmp_path / "records")
+    walk = json.loads((dest / "seed_0" / "walk.json").read_text())
+    with pytest.raises(SystemExit) as info:
+        main(["study-b", "records", str(dest), "--figures", str(tmp_path / "figures")])
+    assert info.value.code == 0 and "figures: 4 HTML files" in capsys.readouterr().out
+    for name in ("walks", *(f"seed_0/forgetting_{noise}" for noise in study_b_measure.NOISES)):
+        assert (tmp_path / "figures" / f"{name}.html").stat().st_size > 1000, name
+    figures = study_b_measure.record_figures(dest)
+    cosine, flatness, ln_f = figures["walks"].data
+    assert list(cosine.x) == [r["step"] for r in walk] and list(cosine.y) == [r["cosine"][0] for r in walk]
+    assert list(flatness.y) == [r["flatness"] for r in walk if r["flatness"] > 0]
+    assert list(ln_f.y) == [r["ln_f"] for r in walk]
+    target = json.loads((dest / "settings.json").read_text())["wlmd"]["target_cosine"]
+    assert [s.y0 for s in figures["walks"].layout.shapes] == [target]  # TINY sets no flatness target
+    # Each forgetting curve is the injection's own record, AdamW and WLMD side by side.
+    metrics = [
+        json.loads(line)
+        for line in (dest / "seed_0" / "inject-wlmd-sum" / "metrics.jsonl").read_text().splitlines()
+    ]
+    traces = {t.name: t for t in figures["seed_0/forgetting_sum"].data}
+    assert list(traces["WLMD: original test acc"].y) == [r["test/acc"] for r in metrics]
+    assert set(traces) == {
+        f"{m}: {what}" for m in ("AdamW", "WLMD") for what in ("original test acc", "noise acc")
+    }
+
+
+def test_the_walk_figure_names_each_walker_and_places_log_targets_in_log_units():
+    def records(cosines, flatness):
+        return [
+            {"step": 5 * i, "cosine": c, "flatness": f, "visited": i, "ln_f": 0.01 / (i + 1)}
+            for i, (c, f) in enumerate(zip(cosines, flatness))
+        ]
+
+    walks = {
+        "seed 0": records([[1.0], [0.95], [0.9]], [0.0, 0.2, 0.5]),
+        "seed 1": records([[1.0, 1.0], [0.97, 0.93]], [0.0, 0.1]),
+    }
+    fig = study_b.walk_figure(walks, target_cosine=0.9, target_flatness=0.8)
+    names = [t.name for t in fig.data if t.showlegend is not False]
+    assert names == ["seed 0", "seed 1, walker 0", "seed 1, walker 1"]
+    assert list(fig.data[5].y) == [0.1] and list(fig.data[5].customdata) == [1]  # flatness 0 is left out
+    assert [s.y0 for s in fig.layout.shapes] == [0.9, 0.8]
+    # plotly places annotations on a log axis in log10 units: the flatness label sits at the line.
+    labels = {a.text: a.y for a in fig.layout.annotations if a.text.startswith("target")}
+    assert labels == {"target 0.9": 0.9, "target 0.8": pytest.approx(math.log10(0.8))}
 
 
 @pytest.mark.parametrize(
