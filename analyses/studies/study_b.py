@@ -428,6 +428,7 @@ def walk_figure(
                 row=1,
                 col=1,
             )
+        same_walk = {"name": label, "legendgroup": label, "showlegend": False, "mode": "lines", "col": 1}
         # A chunk's flatness is 0 until a second bin is visited: log axes cannot show it.
         flat = [(s, r["flatness"], r["visited"]) for s, r in zip(steps, records) if r["flatness"] > 0]
         fig.add_scatter(
@@ -435,25 +436,11 @@ def walk_figure(
             y=[f for _, f, _ in flat],
             customdata=[v for _, _, v in flat],
             hovertemplate="step %{x}: flatness %{y:.3g}, %{customdata} bins visited",
-            name=label,
-            legendgroup=label,
-            showlegend=False,
-            mode="lines",
             line={"color": colour},
             row=2,
-            col=1,
+            **same_walk,
         )
-        fig.add_scatter(
-            x=steps,
-            y=[r["ln_f"] for r in records],
-            name=label,
-            legendgroup=label,
-            showlegend=False,
-            mode="lines",
-            line={"color": colour},
-            row=3,
-            col=1,
-        )
+        fig.add_scatter(x=steps, y=[r["ln_f"] for r in records], line={"color": colour}, row=3, **same_walk)
     for row, target, log in ((1, target_cosine, False), (2, target_flatness, True)):
         if target is not None:
             fig.add_hline(y=target, line={"dash": "dash", "color": "#7f7f7f"}, row=row, col=1)
