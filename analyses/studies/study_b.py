@@ -214,6 +214,7 @@ def grid_holding(
         (y_lo - below_y * width_y, y_hi),
         base.n_x + below_x + above_x,
         base.n_y + below_y,
+        edges=base.edges,
     )
 
 

@@ -80,6 +80,13 @@ class WLMDSettings:
         "resumes only with the engine it started with.",
         added=True,
     )
+    edges: str = param(
+        "flat",
+        "How the entropy S continues between the grid's outermost bin centres and its edges: flat "
+        "(no bias force there, as every walk of protocols 1 and 2 ran) or linear (the outermost "
+        "slope carried on, so the deposits push a walker at a wall back into the grid).",
+        added=True,
+    )
 
     def __post_init__(self) -> None:
         owner = "WLMDSettings"
@@ -105,6 +112,7 @@ class WLMDSettings:
             check_real(owner, name, getattr(self, name), 0, float("inf"), low_open=True)
         check_real(owner, "gamma", self.gamma, 0, 1, low_open=True)
         check_choice(owner, "engine", self.engine, ("loop", "vectorized"))
+        check_choice(owner, "edges", self.edges, ("flat", "linear"))  # interp.wlmd.grid.EDGES
         check_choice(owner, "target_walker", self.target_walker, ("every", "median"))
         check_real(owner, "window_x", self.window_x, 0, float("inf"))
         check_real(owner, "y_low", self.y_low, float("-inf"), Y_TOP, high_open=True)
@@ -120,7 +128,10 @@ class WLMDSettings:
         from interp.wlmd.grid import GridSpec
 
         return GridSpec(
-            (x0 - self.x_below, x0 + self.x_above), (min(self.y_low, y0 - 0.05), Y_TOP), *self.bins
+            (x0 - self.x_below, x0 + self.x_above),
+            (min(self.y_low, y0 - 0.05), Y_TOP),
+            *self.bins,
+            edges=self.edges,
         )
 
     def window(self, x0: float, y0: float) -> tuple[float, float, float, float]:

@@ -16,8 +16,18 @@ so a flat histogram raises every bin equally (clipping would bias the edge bins 
 wrapping would put mass at the far edge). ``sigma = 0`` on an axis is a single bin (classic
 Wang-Landau).
 
-Interpolation: ``S(x, y)`` is bilinear between bin centres (flat beyond the outermost centres,
-and along an axis of one bin), so ``grad_theta S(x(theta), y(theta))`` exists almost everywhere.
+Interpolation: ``S(x, y)`` is bilinear between bin centres, so ``grad_theta S(x(theta), y(theta))``
+exists almost everywhere. Between an outermost centre and the grid's edge (half a bin) it
+continues as `GridSpec.edges` says:
+
+* ``"flat"`` (the default, and what every walk before the field ran): S is constant there, so
+  the bias exerts no force in that half-bin. A walker that an entropic drift presses against a
+  wall sits in it while the deposits raise S around it to no effect: nothing pushes it back.
+* ``"linear"``: the slope between the two outermost centres carries on to the edge, so the
+  deposits at an edge bin push a walker there back into the grid, as a Monte-Carlo move between
+  bins would be weighted by the difference of their S.
+
+Along an axis of one bin S is constant either way.
 
 Schedules of ``ln f``: ``"ramp"`` (linear rise to ``ln_f_max`` over ``rise`` steps, a plateau of
 ``plateau`` steps, then ``ln_f_max * tau / (tau + t - t_1)``, a 1/t decay), or ``"flat"`` (the
@@ -34,6 +44,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from interp.config import check_choice, param
+
+EDGES = ("flat", "linear")
+"""How S continues beyond the outermost bin centres (`GridSpec.edges`; the module docstring)."""
+
 
 class OutOfGrid(ValueError):
     """A collective-variable point or bin index outside the entropy grid."""
@@ -48,14 +63,23 @@ class GridSpec:
         y_range: ``(y_lo, y_hi)`` of the second CV.
         n_x: Number of bins along x.
         n_y: Number of bins along y (1: a dummy second CV, i.e. 1-D Wang-Landau).
+        edges: How S continues between an outermost bin centre and the grid's edge: ``"flat"``
+            (constant, no force there) or ``"linear"`` (the outermost slope carried on).
     """
 
     x_range: tuple[float, float]
     y_range: tuple[float, float]
     n_x: int
     n_y: int
+    edges: str = param(
+        "flat",
+        "How S continues beyond the outermost bin centres: flat (no force there) or linear "
+        "(the outermost slope carried on to the edge).",
+        added=True,
+    )
 
     def __post_init__(self) -> None:
+        check_choice("GridSpec", "edges", self.edges, EDGES)
         for name, (lo, hi), n in (("x", self.x_range, self.n_x), ("y", self.y_range, self.n_y)):
             if not hi > lo:
                 raise ValueError(f"{name}_range={(lo, hi)!r} must have hi > lo")
@@ -103,20 +127,24 @@ def at(S: Tensor, spec: GridSpec, i: int, j: int) -> Tensor:
     return S[..., i, j]
 
 
-def _axis(u: Tensor, n: int) -> tuple[int, int, Tensor]:
-    """Lower / upper centre index and the fraction between them, for continuous centre index u."""
+def _axis(u: Tensor, n: int, edges: str) -> tuple[int, int, Tensor]:
+    """Lower / upper centre index and the fraction between them, for continuous centre index u
+    (in [-0.5, n - 0.5] inside the grid; below 0 or above 1 in an outer half-bin with linear edges).
+    """
     if n == 1:
         return 0, 0, torch.zeros((), dtype=torch.float64)
     i0 = min(max(math.floor(float(u.detach())), 0), n - 2)
-    return i0, i0 + 1, (u - i0).clamp(0.0, 1.0)
+    return i0, i0 + 1, (u - i0) if edges == "linear" else (u - i0).clamp(0.0, 1.0)
 
 
 def interpolate(S: Tensor, spec: GridSpec, cv: Tensor) -> Tensor:
-    """Bilinear ``S(x, y)`` between bin centres, differentiable in `cv` ([2]); S is [n_x, n_y]."""
+    """Bilinear ``S(x, y)`` between bin centres, continued to the edges as `spec.edges` says,
+    differentiable in `cv` ([2]); S is [n_x, n_y].
+    """
     cv = cv.double()
     dx, dy = spec.widths
-    i0, i1, tx = _axis((cv[0] - spec.x_range[0]) / dx - 0.5, spec.n_x)
-    j0, j1, ty = _axis((cv[1] - spec.y_range[0]) / dy - 0.5, spec.n_y)
+    i0, i1, tx = _axis((cv[0] - spec.x_range[0]) / dx - 0.5, spec.n_x, spec.edges)
+    j0, j1, ty = _axis((cv[1] - spec.y_range[0]) / dy - 0.5, spec.n_y, spec.edges)
     return (
         (1 - tx) * (1 - ty) * S[i0, j0]
         + tx * (1 - ty) * S[i1, j0]

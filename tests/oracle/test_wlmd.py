@@ -201,6 +201,63 @@ def test_interpolation_is_bilinear_between_centres():
     )  # flat beyond the centres
 
 
+@pytest.mark.parametrize("edges", ["flat", "linear"])
+def test_the_outer_half_bins_are_flat_or_carry_the_outermost_slope(edges):
+    """Between an outermost centre and the edge S is constant (flat) or continues the slope
+    between the two outermost centres (linear), on both axes; inside, both are bilinear.
+    """
+    spec = GridSpec((0.0, 3.0), (0.0, 2.0), 3, 2, edges=edges)  # centres x 0.5, 1.5, 2.5; y 0.5, 1.5
+    S = torch.tensor([[1.0, 1.0], [3.0, 3.0], [4.0, 6.0]], dtype=torch.float64)
+
+    def value_and_grad(x, y):
+        cv = torch.tensor([x, y], dtype=torch.float64, requires_grad=True)
+        value = interpolate(S, spec, cv)
+        return value.item(), *torch.autograd.grad(value, cv)[0].tolist()  # S, dS/dx, dS/dy
+
+    linear = edges == "linear"
+    # Between centres both are bilinear: (S, dS/dx, dS/dy) at x = 2.0, y on its lower centre.
+    assert value_and_grad(2.0, 0.5) == pytest.approx((3.5, 1.0, 1.0))
+    # x = 0.2, below the lowest centre: 1 - 2 * 0.3 with the slope 2 carried on, or 1 and no force
+    assert value_and_grad(0.2, 0.5) == pytest.approx((0.4, 2.0, 0.0) if linear else (1.0, 0.0, 0.0))
+    # x = 2.9, above the top centre, on the lower and the upper y centre (x slopes 1 and 3)
+    assert value_and_grad(2.9, 0.5) == pytest.approx((4.4, 1.0, 2.8) if linear else (4.0, 0.0, 2.0))
+    assert value_and_grad(2.9, 1.5) == pytest.approx((7.2, 3.0, 2.8) if linear else (6.0, 0.0, 2.0))
+    # y = 1.9, above the top y centre, on the top x centre: the y slope 2 carried on, or none
+    assert value_and_grad(2.5, 1.9) == pytest.approx((6.8, 3.8, 2.0) if linear else (6.0, 3.0, 0.0))
+
+
+def test_the_bias_force_in_an_outer_half_bin_is_the_outermost_slope_with_linear_edges():
+    """The sampler's force at a point beyond the top x centre, against -kT * slope * grad x
+    computed by hand for a linear CV: zero with flat edges (what protocol 2's walks ran), the
+    outermost slope with linear ones.
+    """
+    a = torch.tensor([0.6, 0.8, 0.0], dtype=torch.float64)  # x(theta) = a . theta, grad x = a
+    cv = lambda t: torch.stack([a @ t, torch.full((), 0.5, dtype=t.dtype)])  # noqa: E731
+    S = torch.tensor([[0.0], [1.0], [3.0], [6.0]], dtype=torch.float64)  # centres 0.5 ... 3.5
+    inside, outer = 3.2 * a, 3.8 * a  # x = 3.2 (between centres 2.5, 3.5) and 3.8 (beyond 3.5)
+    for edges, expected_outer in (("flat", 0.0), ("linear", -3.0)):
+        config = WLMDConfig(grid=GridSpec((0.0, 4.0), (0.0, 1.0), 4, 1, edges=edges), kT=2.0)
+        sampler = Sampler(cv, config, inside[None])
+        for theta, slope in ((inside, -3.0), (outer, expected_outer)):
+            _, force = sampler._cv_force(theta, S)
+            assert torch.allclose(force, 2.0 * slope * a), (edges, theta)
+
+
+def test_grid_edges_are_written_only_when_not_flat_and_checked():
+    """A flat grid writes the config every walk before the field wrote (so those walks resume);
+    linear edges round-trip; another value is refused naming the valid ones.
+    """
+    from interp.config import from_dict
+    from interp.errors import ConfigError
+
+    flat = GridSpec((0.0, 1.0), (0.0, 1.0), 2, 1)
+    assert "edges" not in to_dict(flat) and from_dict(GridSpec, to_dict(flat)) == flat
+    linear = GridSpec((0.0, 1.0), (0.0, 1.0), 2, 1, edges="linear")
+    assert to_dict(linear)["edges"] == "linear" and from_dict(GridSpec, to_dict(linear)) == linear
+    with pytest.raises(ConfigError, match="valid: flat, linear"):
+        GridSpec((0.0, 1.0), (0.0, 1.0), 2, 1, edges="mirror")
+
+
 def test_walkers_start_inside_the_grid():
     config = WLMDConfig(grid=GridSpec((1.0, 4.0), (0.0, 1.0), 4, 1))
     with pytest.raises(OutOfGrid, match="walker 0"):

@@ -1,0 +1,67 @@
+"""Why does a study-B walker stay at the upper ln-loss wall? Measure it on a walk's saved state.
+
+Usage::
+
+    python scripts/long_runs/study_b_wall_check.py ENTROPY [--steps 2000] [--out FILE]
+
+ENTROPY is a walk's entropy-phase folder (``seed_N/wlmd/entropy``, e.g. the committed
+``results/study-b/protocol-2-state/seed_0/wlmd/entropy``); it is only read. Printed: the bias
+force on the walker at its saved position with the grid's edges as the walk ran them (flat)
+and with the outermost slope carried to the edge (linear); then where the walker goes in
+`--steps` more steps with linear edges, under the walk's own ln f schedule and under the
+classic one restarted at ln f = 1 (`analyses.studies.study_b_wall`). `--out` writes all of it as
+JSON. One torch thread, like the walks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure the force and the two continuations; print them; 0 on success."""
+    sys.path.insert(0, str(ROOT))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("entropy", type=Path, help="a walk's entropy-phase folder (seed_N/wlmd/entropy)")
+    parser.add_argument("--steps", type=int, default=2000, help="steps of each continuation [default: 2000]")
+    parser.add_argument("--out", type=Path, default=None, help="write the measurements here (JSON)")
+    args = parser.parse_args(argv)
+    if not (args.entropy / "checkpoints").is_dir():
+        parser.error(
+            f"{args.entropy} has no checkpoints/: give a walk's entropy folder (seed_N/wlmd/entropy)"
+        )
+    if args.steps < 100:
+        parser.error(f"--steps {args.steps} is too short: at least 100 (one record every 100 steps)")
+    import torch
+
+    from analyses.studies.study_b_wall import continue_walk, wall_force
+
+    torch.set_num_threads(1)
+    result = {"forces": {edges: wall_force(args.entropy, edges) for edges in ("flat", "linear")}}
+    for edges, force in result["forces"].items():
+        print(
+            f"{edges} edges: walker at x = {force['x']:.4f} (edge {force['x_edge']:.4f}, outermost centre "
+            f"{force['x_top_centre']:.4f}); bias force {force['force']:.4g}, along x {force['along_x']:.4g}"
+        )
+    result["continuations"] = []
+    for schedule in ("walk", "classic"):
+        run = continue_walk(args.entropy, args.steps, edges="linear", schedule=schedule)
+        result["continuations"].append(run)
+        low, high = run["x_range"]
+        print(
+            f"linear edges, {schedule} ln f: {args.steps} steps from step {run['from_step']}: x in "
+            f"[{low:.4f}, {high:.4f}], {run['bins']} bin(s) visited, {run['walls']} wall reflections"
+        )
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

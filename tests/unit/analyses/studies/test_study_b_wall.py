@@ -1,0 +1,114 @@
+"""Study B's wall diagnostic (`analyses.studies.study_b_wall`) on a toy protocol-2 walk."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+
+import pytest
+import torch
+
+from analyses.studies.study_b_pilots import PROTOCOL_2, VARIANTS, run_pilots
+from analyses.studies.study_b_settings import settings_with
+from analyses.studies.study_b_wall import continue_walk, wall_force
+from interp.errors import ConfigError
+from interp.store import checkpoint_dir, list_checkpoints
+from interp.store.checkpoint import load_checkpoint
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+TOY = {
+    "p": 11,
+    "train_frac": 0.6,
+    "epochs": 30,
+    "lr": 1e-2,
+    "model_overrides": {"d_model": 16, "d_mlp": 32, "d_head": 8},
+}
+
+
+def _digest(folder):
+    return {
+        p.relative_to(folder): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture(scope="module")
+def walk(tmp_path_factory):
+    """Protocol 2's walk at toy scale, 40 steps, a checkpoint every 4 (its records' chunks)."""
+    out = tmp_path_factory.mktemp("pilots")
+    run_pilots(out, steps=40, variants=(VARIANTS[0],), settings=settings_with(TOY, PROTOCOL_2))
+    return out / VARIANTS[0].name / "entropy"
+
+
+def test_a_flat_continuation_of_the_walks_own_schedule_retraces_the_walk(walk, tmp_path):
+    """Cut back to its step-20 checkpoint, continued 20 steps with the edges and schedule it ran
+    with, the walk reaches exactly the state its own step-40 checkpoint holds; the folder it
+    reads is never written.
+    """
+    steps = list_checkpoints(walk)
+    assert 20 in steps and steps[-1] == 40
+    cut = tmp_path / "entropy"
+    shutil.copytree(walk, cut)
+    for step in steps:
+        if step > 20:
+            shutil.rmtree(checkpoint_dir(cut, step))
+    (cut / "checkpoints" / "LATEST").write_text(checkpoint_dir(cut, 20).name + "\n")
+    before = _digest(cut)
+
+    run = continue_walk(cut, 20, edges="flat", schedule="walk", log_every=10)
+
+    assert _digest(cut) == before
+    assert (run["from_step"], [r["step"] for r in run["log"]]) == (20, [30, 40])
+    state = load_checkpoint(walk).train_state["wlmd"]
+    assert torch.equal(torch.tensor(run["S"], dtype=torch.float64), state["S"][0])
+    assert run["log"][-1]["x"] == state["cv"][0, 0].item()
+    assert run["walls"] == state["walls"] - load_checkpoint(cut).train_state["wlmd"]["walls"]
+    assert 1 <= run["bins"] <= 4 * 7 and run["x_range"][0] <= run["log"][-1]["x"] <= run["x_range"][1]
+
+
+def test_the_classic_schedule_restarts_ln_f_at_one_and_halves_it(walk):
+    run = continue_walk(walk, 30, schedule="classic", log_every=10)
+    assert run["schedule"] == "classic" and run["edges"] == "linear"
+    assert [r["ln_f"] for r in run["log"]][-1] == 0.5 ** run["halvings"]
+
+
+def test_the_wall_force_is_measured_where_the_walker_was_saved(walk):
+    """Where the walker was saved; the force in an outer half-bin is tests/oracle/test_wlmd.py's."""
+    saved = load_checkpoint(walk).train_state["wlmd"]["cv"][0]
+    flat, linear = wall_force(walk, "flat"), wall_force(walk, "linear")
+    for force in (flat, linear):
+        assert (force["x"], force["y"]) == pytest.approx(saved.tolist())
+        assert abs(force["along_x"]) <= force["force"] * (1 + 1e-9)
+    assert flat["x_edge"] == linear["x_edge"] and flat["x_top_centre"] < flat["x_edge"]
+    with pytest.raises(ConfigError, match="valid: classic, walk"):
+        continue_walk(walk, 10, schedule="flat-histogram")
+
+
+def test_the_wall_check_script_measures_and_writes_both_continuations(walk, tmp_path, capsys):
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[4] / "scripts" / "long_runs" / "study_b_wall_check.py"
+    spec = importlib.util.spec_from_file_location("study_b_wall_check", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+
+    for argv, message in (
+        ([str(tmp_path)], "has no checkpoints/"),
+        ([str(walk), "--steps", "5"], "at least 100"),
+    ):
+        with pytest.raises(SystemExit) as stop:
+            script.main(argv)
+        assert stop.value.code == 2 and message in capsys.readouterr().err
+    out = tmp_path / "wall" / "seed_0.json"
+    assert script.main([str(walk), "--steps", "100", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert set(result["forces"]) == {"flat", "linear"}
+    assert [(c["schedule"], c["edges"], c["steps"]) for c in result["continuations"]] == [
+        ("walk", "linear", 100),
+        ("classic", "linear", 100),
+    ]
+    printed = capsys.readouterr().out
+    assert "flat edges: walker at x" in printed and "classic ln f: 100 steps" in printed
