@@ -19,3 +19,14 @@ def tiny_config(task: Task, **fields: Any) -> models.TransformerConfig:
 def tiny_transformer(task: Task, seed: int = 0, **fields: Any) -> models.Transformer:
     """A freshly initialised `Transformer` of `tiny_config(task, **fields)`, in eval mode."""
     return models.Transformer(tiny_config(task, **fields), seed=seed).eval()
+
+
+STUDY_B_TOY: dict[str, Any] = {
+    "p": 11,
+    "train_frac": 0.6,
+    "epochs": 30,
+    "lr": 1e-2,
+    "model_overrides": {"d_model": 16, "d_mlp": 32, "d_head": 8},
+}
+"""Study B's settings at toy scale (`study_b_settings.settings_with`): p = 11, a small model, 30
+epochs of AdamW; the pilots' and the wall diagnostic's tests walk from it."""

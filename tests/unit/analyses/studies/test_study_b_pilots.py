@@ -19,18 +19,11 @@ from analyses.studies.study_b_pilots import (
     variant_settings,
 )
 from interp.errors import ConfigError
+from tests.builders import STUDY_B_TOY as TOY
 
 RADIUS = 30.0
 # Thousands of tiny WLMD steps in the toy pilots: intra-op threads only add contention there.
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-# The pilots at toy scale: p = 11, a small model, 30 epochs of AdamW.
-TOY = {
-    "p": 11,
-    "train_frac": 0.6,
-    "epochs": 30,
-    "lr": 1e-2,
-    "model_overrides": {"d_model": 16, "d_mlp": 32, "d_head": 8},
-}
 
 
 def _cosine(d2: float) -> float:

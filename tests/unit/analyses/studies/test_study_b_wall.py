@@ -14,15 +14,9 @@ from analyses.studies.study_b_wall import continue_walk, wall_force
 from interp.errors import ConfigError
 from interp.store import checkpoint_dir, list_checkpoints
 from interp.store.checkpoint import load_checkpoint
+from tests.builders import STUDY_B_TOY as TOY
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-TOY = {
-    "p": 11,
-    "train_frac": 0.6,
-    "epochs": 30,
-    "lr": 1e-2,
-    "model_overrides": {"d_model": 16, "d_mlp": 32, "d_head": 8},
-}
 
 
 def _digest(folder):
