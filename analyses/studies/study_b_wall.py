@@ -76,8 +76,8 @@ def wall_force(entropy: str | Path, edges: str, *, k: float = K) -> dict[str, fl
     with torch.enable_grad():
         t = theta.detach().requires_grad_(True)
         (grad_x,) = torch.autograd.grad(sampler.cv_fn(t)[0], t)
-    cv, force = sampler._cv_force(theta, sampler.S[0])
-    tangent_x, tangent_force = sampler._tangent(grad_x, theta), sampler._tangent(force, theta)
+    cv, force = sampler.force_at(theta)
+    tangent_x, tangent_force = sampler.tangent(grad_x, theta), sampler.tangent(force, theta)
     centres_x, _ = sampler.spec.centres()
     return {
         "x": float(cv[0]),

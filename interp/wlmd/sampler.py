@@ -151,7 +151,7 @@ class Sampler:
             raise OutOfGrid(f"walker {outside[0]} starts outside the grid (widen the grid or move the start)")
         self.v = torch.zeros_like(self.theta)
         for w in range(n):
-            self.v[w] = self._tangent(self._noise(self.theta[w]) * config.kT**0.5, self.theta[w])
+            self.v[w] = self.tangent(self._noise(self.theta[w]) * config.kT**0.5, self.theta[w])
 
     @property
     def n_walkers(self) -> int:
@@ -226,10 +226,17 @@ class Sampler:
                 self.ln_f, self.halvings = self.ln_f / 2, self.halvings + 1
                 self.H.zero_()
 
-    def _tangent(self, v: Tensor, theta: Tensor) -> Tensor:
+    def tangent(self, v: Tensor, theta: Tensor) -> Tensor:
+        """`v` [P] projected onto the sphere's tangent space at `theta` [P] (`v` itself without a sphere)."""
         if self.config.radius is None:
             return v
         return v - (v @ theta) / (theta @ theta) * theta
+
+    def force_at(self, theta: Tensor, walker: int = 0) -> tuple[Tensor | None, Tensor]:
+        """The CVs (float64 [2]; None outside the grid) and the bias force ``-kT grad S`` [P] at
+        `theta` [P] under walker `walker`'s S: what that walker's step computes there.
+        """
+        return self._cv_force(theta, self.S[walker])
 
     def _cv_force(self, theta: Tensor, S: Tensor) -> tuple[Tensor | None, Tensor]:
         """CVs (float64 [2]) and force ``-kT grad S`` at `theta`; None CVs outside the grid."""
@@ -251,7 +258,7 @@ class Sampler:
     def _move(self, w: int) -> None:
         cfg = self.config
         theta, v, force = self.theta[w], self.v[w], self.force[w]
-        v = self._tangent(v + 0.5 * cfg.dt * force, theta)
+        v = self.tangent(v + 0.5 * cfg.dt * force, theta)
         new = theta + cfg.dt * v
         if cfg.radius is not None:
             new = new * (cfg.radius / new.norm())
@@ -260,13 +267,13 @@ class Sampler:
             new, v, new_force, cv = theta, -v, force, self.cv[w]
             self.walls += 1
         else:
-            v = self._tangent(v + 0.5 * cfg.dt * new_force, new)
-        noise = self._tangent(self._noise(new), new)
+            v = self.tangent(v + 0.5 * cfg.dt * new_force, new)
+        noise = self.tangent(self._noise(new), new)
         v = (1 - cfg.gamma) * v + (cfg.gamma * (2 - cfg.gamma) * cfg.kT) ** 0.5 * noise
         self.theta[w], self.v[w], self.force[w], self.cv[w] = new, v, new_force, cv
 
     def _tangent_rows(self, v: Tensor, theta: Tensor) -> Tensor:
-        """`_tangent` of every row: v, theta [n_walkers, P]."""
+        """`tangent` of every row: v, theta [n_walkers, P]."""
         if self.config.radius is None:
             return v
         return v - (v * theta).sum(1, keepdim=True) / (theta * theta).sum(1, keepdim=True) * theta
