@@ -46,16 +46,17 @@ def _saved_walk(entropy: str | Path, edges: str, schedule: str = "walk", k: floa
     """
     from analyses.studies.study_b import _model_cvs
     from interp.config import check_choice
-    from models import load_model
+    from models import model_from_checkpoint
 
     check_choice("continue_walk", "schedule", schedule, SCHEDULES)
-    model, ckpt = load_model(entropy)
+    ckpt = load_checkpoint(entropy)  # weights and the sampler's state, read once
+    model = model_from_checkpoint(ckpt)
     config = from_dict(WLMDConfig, ckpt.config["wlmd"])
     config = dataclasses.replace(config, grid=dataclasses.replace(config.grid, edges=edges))
     if schedule == "classic":
         config = dataclasses.replace(config, schedule=Schedule(kind="flat", ln_f0=1.0))
     cvs = _model_cvs(model, ckpt.config, k)[0]
-    sampler = Sampler(cvs, config, state=load_checkpoint(entropy).train_state["wlmd"])
+    sampler = Sampler(cvs, config, state=ckpt.train_state["wlmd"])
     if schedule == "classic":
         sampler.ln_f, sampler.halvings = 1.0, 0
         sampler.H.zero_()
