@@ -32,7 +32,7 @@ import json
 import math
 import statistics
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,8 @@ class Variant:
             untrained model of init seed ``PILOT_SEED + 1000 + i``, on the sphere).
         dt: Verlet time step.
         gamma: Thermostat friction per step.
+        overrides: Further `WLMDSettings` fields as ``(name, value)`` pairs (protocol 3's
+            pilots: the edges, the schedule, the grid; `analyses.studies.study_b_cover`).
     """
 
     name: str
@@ -65,6 +67,7 @@ class Variant:
     starts: str = "adamw"
     dt: float = PROTOCOL_2.wlmd.dt
     gamma: float = PROTOCOL_2.wlmd.gamma
+    overrides: tuple[tuple[str, Any], ...] = ()
 
 
 VARIANTS = (
@@ -76,13 +79,15 @@ VARIANTS = (
 
 
 def variant_settings(variant: Variant, steps: int, base: WLMDSettings = PROTOCOL_2.wlmd) -> WLMDSettings:
-    """Protocol 2's walk with the variant's walkers, dt and gamma, for exactly `steps` entropy
-    steps in 10 records (100 for random starts, whose first arrival is the measure: every 1,000
-    and 100 steps of a 10^4-step pilot), and no production.
+    """Protocol 2's walk with the variant's walkers, dt, gamma and overrides, for exactly
+    `steps` entropy steps in 10 records (100 for random starts, whose first arrival is the
+    measure, and for walks with overrides, whose coverage is: every 1,000 and 100 steps of a
+    10^4-step pilot), and no production.
     """
-    report = max(1, steps // (100 if variant.starts == "random" else 10))
+    report = max(1, steps // (100 if variant.starts == "random" or variant.overrides else 10))
     return dataclasses.replace(
         base,
+        **dict(variant.overrides),
         steps=steps,
         target_cosine=None,
         max_steps=None,
@@ -195,8 +200,10 @@ def run_pilots(
     steps: int = 10_000,
     variants: Sequence[Variant] = VARIANTS,
     settings: StudyBSettings = PROTOCOL_2,
+    table: Callable[[Path, Sequence[Variant]], pd.DataFrame] | None = None,
 ) -> pd.DataFrame:
-    """Train the pilot AdamW models, run every variant's entropy phase, write ``OUT/pilots.csv``.
+    """Train the pilot AdamW models, run every variant's entropy phase, write ``OUT/pilots.csv``
+    (the `table` of the folder: `pilot_table`'s projections by default).
 
     Resumable: the AdamW runs and the walks resume from their folders, and a variant whose
     `PILOT_FILE` exists is not run again. CPU seconds are the process's own clock over the
@@ -206,7 +213,7 @@ def run_pilots(
     for variant in variants:
         if not (out / variant.name / PILOT_FILE).exists():
             _run_variant(out, out / variant.name, variant, steps, settings)
-    frame = pilot_table(out, variants)
+    frame = (table or pilot_table)(out, variants)
     frame.to_csv(out / "pilots.csv", index=False)
     return frame
 
@@ -279,6 +286,7 @@ def _run_variant(out: Path, folder: Path, variant: Variant, steps: int, settings
         "starts": variant.starts,
         "dt": variant.dt,
         "gamma": variant.gamma,
+        **({"overrides": dict(variant.overrides)} if variant.overrides else {}),
         "radius": settings.weight_norm,
         "window": list(walk.window),
         "start_cvs": list(walk.start_cvs),

@@ -87,6 +87,21 @@ class WLMDSettings:
         "slope carried on, so the deposits push a walker at a wall back into the grid).",
         added=True,
     )
+    ln_f_schedule: str = param(
+        "ramp",
+        "The ln f schedule: ramp (rise, plateau over the entropy phase, 1/t decay; ln_f_max, rise, "
+        "plateau) or classic (start at ln_f0, halve whenever the histogram is 80% flat over the "
+        "bins of flat_over, checked every 1,000 steps).",
+        added=True,
+    )
+    ln_f0: float = param(1.0, "Starting ln f of the classic schedule.", added=True)
+    flat_over: str = param(
+        "visited",
+        "Which bins a flatness counts: visited (the non-zero ones, as protocols 1 and 2 counted) or "
+        "x (every x-bin of the histogram summed over y: 0 until the walk has covered the x range). "
+        "The classic schedule halves on it, and every walk records it.",
+        added=True,
+    )
 
     def __post_init__(self) -> None:
         owner = "WLMDSettings"
@@ -108,12 +123,14 @@ class WLMDSettings:
             check_int(owner, name, getattr(self, name), 0)
         if self.plateau is not None:
             check_int(owner, "plateau", self.plateau, 0)
-        for name in ("dt", "kT", "k", "ln_f_max", "x_below", "x_above"):
+        for name in ("dt", "kT", "k", "ln_f_max", "ln_f0", "x_below", "x_above"):
             check_real(owner, name, getattr(self, name), 0, float("inf"), low_open=True)
         check_real(owner, "gamma", self.gamma, 0, 1, low_open=True)
         check_choice(owner, "engine", self.engine, ("loop", "vectorized"))
         check_choice(owner, "edges", self.edges, ("flat", "linear"))  # interp.wlmd.grid.EDGES
         check_choice(owner, "target_walker", self.target_walker, ("every", "median"))
+        check_choice(owner, "ln_f_schedule", self.ln_f_schedule, ("ramp", "classic"))
+        check_choice(owner, "flat_over", self.flat_over, ("visited", "x"))  # interp.wlmd.grid.FLAT_OVER
         check_real(owner, "window_x", self.window_x, 0, float("inf"))
         check_real(owner, "y_low", self.y_low, float("-inf"), Y_TOP, high_open=True)
         if not isinstance(self.bins, tuple) or len(self.bins) != 2:
@@ -151,11 +168,17 @@ class WLMDSettings:
         return self.steps if self.target_cosine is None or self.max_steps is None else self.max_steps
 
     def schedule(self) -> Schedule:
-        """The ``ln f`` ramp: rise, a plateau over the entropy phase, then a 1/t decay."""
+        """The ``ln f`` schedule: the ramp (rise, a plateau over the entropy phase, then a 1/t
+        decay) or the classic one (`ln_f0`, halved whenever flat over `flat_over`'s bins).
+        """
         from interp.wlmd.grid import Schedule
 
+        if self.ln_f_schedule == "classic":
+            return Schedule(kind="flat", ln_f0=self.ln_f0, flat_over=self.flat_over)
         plateau = self.steps if self.plateau is None else self.plateau
-        return Schedule(ln_f_max=self.ln_f_max, rise=min(self.rise, self.steps), plateau=plateau)
+        return Schedule(
+            ln_f_max=self.ln_f_max, rise=min(self.rise, self.steps), plateau=plateau, flat_over=self.flat_over
+        )
 
 
 CPU_WLMD = WLMDSettings(

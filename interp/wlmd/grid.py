@@ -32,8 +32,14 @@ Along an axis of one bin S is constant either way.
 Schedules of ``ln f``: ``"ramp"`` (linear rise to ``ln_f_max`` over ``rise`` steps, a plateau of
 ``plateau`` steps, then ``ln_f_max * tau / (tau + t - t_1)``, a 1/t decay), or ``"flat"`` (the
 classic: start at ``ln_f0``, halve whenever the summed histogram is flat, reset it, stop below
-``ln_f_min``). Flatness counts visited bins only (min / mean of the non-zero bins): in 2-D many
-bins of the grid are not reachable at all.
+``ln_f_min``). Flatness is min / mean over the bins `Schedule.flat_over` names:
+
+* ``"visited"`` (the default): the non-zero bins, because in 2-D many bins of the grid are not
+  reachable at all. A walker held in one bin is "flat" by this count, so the classic schedule
+  halves ln f while it goes nowhere.
+* ``"x"``: every bin along x of the histogram summed over y (0 until each has a visit), for a
+  walk that must cover a range of the first CV (study B's window in ln train loss) whatever
+  values of the second it takes there.
 """
 
 from __future__ import annotations
@@ -48,6 +54,9 @@ from interp.config import check_choice, param
 
 EDGES = ("flat", "linear")
 """How S continues beyond the outermost bin centres (`GridSpec.edges`; the module docstring)."""
+
+FLAT_OVER = ("visited", "x")
+"""Which bins a flatness counts (`flatness`, `Schedule.flat_over`; the module docstring)."""
 
 
 class OutOfGrid(ValueError):
@@ -176,10 +185,15 @@ def deposit(S: Tensor, spec: GridSpec, i: int, j: int, amount: float, sigma: tup
     S += amount * torch.outer(_kernel_1d(i, sigma[0], spec.n_x), _kernel_1d(j, sigma[1], spec.n_y))
 
 
-def flatness(H: Tensor) -> float:
-    """Min / mean of the visited bins of a histogram (0 if nothing was visited)."""
-    visited = H[H > 0]
-    return float(visited.min() / visited.mean()) if len(visited) else 0.0
+def flatness(H: Tensor, over: str = "visited") -> float:
+    """Min / mean of a histogram ``H`` ([n_x, n_y]) over the bins `over` names (`FLAT_OVER`).
+
+    ``"visited"``: the non-zero bins (0 if nothing was visited). ``"x"``: the n_x bins of ``H``
+    summed over y, visited or not (0 while any has no visit).
+    """
+    check_choice("flatness", "over", over, FLAT_OVER)
+    counted = H[H > 0] if over == "visited" else H.sum(-1)
+    return float(counted.min() / counted.mean()) if len(counted) and counted.max() > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -193,9 +207,11 @@ class Schedule:
         plateau: Steps of the plateau.
         decay_tau: Time constant of the 1/t decay, in steps.
         ln_f0: Initial value of the flat-histogram schedule.
-        flatness: Flatness (min / mean of visited bins) that triggers a halving.
+        flatness: Flatness (min / mean over the bins of `flat_over`) that triggers a halving.
         check_every: Steps between flatness checks.
         ln_f_min: The flat-histogram schedule stops updating below this.
+        flat_over: Which bins the flatness counts: ``"visited"`` or ``"x"`` (`flatness`): the
+            halving test of ``"flat"``, and with either kind the flatness a walk records.
     """
 
     kind: str = "ramp"
@@ -207,8 +223,14 @@ class Schedule:
     flatness: float = 0.8
     check_every: int = 1000
     ln_f_min: float = 1e-6
+    flat_over: str = param(
+        "visited",
+        "Which bins the flatness counts: visited (the non-zero ones) or x (every x-bin).",
+        added=True,
+    )
 
     def __post_init__(self) -> None:
+        check_choice("Schedule", "flat_over", self.flat_over, FLAT_OVER)
         if self.kind not in ("ramp", "flat"):
             raise ValueError(f"schedule kind={self.kind!r}; valid: ramp, flat")
         if self.rise < 0 or self.plateau < 0 or self.decay_tau < 1 or self.check_every < 1:

@@ -222,7 +222,7 @@ class Sampler:
             self.S[:] = self.S.mean(0, keepdim=True)
         sched = cfg.schedule
         if sched.kind == "flat" and not self.frozen and self.step % sched.check_every == 0:
-            if flatness(self.H.sum(0)) >= sched.flatness and self.ln_f >= sched.ln_f_min:
+            if flatness(self.H.sum(0), sched.flat_over) >= sched.flatness and self.ln_f >= sched.ln_f_min:
                 self.ln_f, self.halvings = self.ln_f / 2, self.halvings + 1
                 self.H.zero_()
 
@@ -468,7 +468,7 @@ def wlmd_run(
                             "step": sampler.step,
                             "ln_f": sampler.current_ln_f(),
                             "walls": sampler.walls,
-                            "flatness": flatness(sampler.H.sum(0)),
+                            "flatness": flatness(sampler.H.sum(0), config.schedule.flat_over),
                             "cv": sampler.cv.tolist(),
                         }
                     )
@@ -589,7 +589,8 @@ def walk_record(sampler: Sampler, start: Tensor, previous_S: Tensor | None = Non
 
     Returns:
         ``step``, per walker ``cosine`` (to the start), ``distance``, ``x``, ``y``; ``flatness``
-        of the summed histogram (min / mean of visited bins), ``visited`` bins, ``ln_f``,
+        of the summed histogram (min / mean over the bins the schedule's ``flat_over`` names:
+        the visited ones by default), ``visited`` bins, ``ln_f``,
         ``walls``, ``S_change`` (max over visited bins of the change of ``S`` since
         `previous_S`, both shifted to mean 0 over those bins: S is defined up to a constant;
         None without a previous record) and ``S`` (the walker-averaged grid, as lists).
@@ -609,7 +610,7 @@ def walk_record(sampler: Sampler, start: Tensor, previous_S: Tensor | None = Non
         "distance": (sampler.theta - start).norm(dim=1).tolist(),
         "x": sampler.cv[:, 0].tolist(),
         "y": sampler.cv[:, 1].tolist(),
-        "flatness": flatness(H),
+        "flatness": flatness(H, sampler.config.schedule.flat_over),
         "visited": int(visited.sum()),
         "ln_f": sampler.current_ln_f(),
         "walls": sampler.walls,

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from interp.config import to_dict
-from interp.wlmd.grid import GridSpec, OutOfGrid, Schedule, at, deposit, interpolate
-from interp.wlmd.sampler import ModelCVs, Sampler, WLMDConfig, margins, wlmd_produce, wlmd_run
+from interp.wlmd.grid import GridSpec, OutOfGrid, Schedule, at, deposit, flatness, interpolate
+from interp.wlmd.sampler import ModelCVs, Sampler, WLMDConfig, margins, walk_record, wlmd_produce, wlmd_run
 from models import build_model, preset_config
 from tasks import ModAddTask
 
@@ -256,6 +256,51 @@ def test_grid_edges_are_written_only_when_not_flat_and_checked():
     assert to_dict(linear)["edges"] == "linear" and from_dict(GridSpec, to_dict(linear)) == linear
     with pytest.raises(ConfigError, match="valid: flat, linear"):
         GridSpec((0.0, 1.0), (0.0, 1.0), 2, 1, edges="mirror")
+
+
+def test_flatness_counts_the_visited_bins_or_every_x_bin():
+    """Min / mean by hand: over the non-zero bins, or over the x-bins summed over y."""
+    H = torch.tensor([[2.0, 0.0], [0.0, 0.0], [4.0, 2.0]], dtype=torch.float64)
+    assert flatness(H) == pytest.approx(2 / (8 / 3))  # visited: 2, 4, 2
+    assert flatness(H, "x") == 0.0  # x-bin 1 has no visit
+    H[1, 1] = 3.0  # x sums 2, 3, 6
+    assert flatness(H, "x") == pytest.approx(2 / (11 / 3))
+    assert flatness(torch.zeros(2, 2)) == flatness(torch.zeros(2, 2), "x") == 0.0
+    from interp.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="valid: visited, x"):
+        flatness(H, "y")
+
+
+@pytest.mark.parametrize("flat_over", ["visited", "x"])
+def test_the_classic_schedule_halves_on_one_visited_bin_unless_every_x_bin_must_be_visited(flat_over):
+    """A walker held in one x-bin (its CV does not depend on theta): the visited count calls one
+    bin flat and halves ln f at every check (as study B's wall diagnostic saw); counting every
+    x-bin keeps ln f at its start until the walk has covered x, and the record says so too.
+    """
+    cv = lambda t: torch.stack([0.5 + 0 * t.sum(), torch.full((), 0.5, dtype=t.dtype)])  # noqa: E731
+    schedule = Schedule(kind="flat", ln_f0=1.0, check_every=10, flat_over=flat_over)
+    config = WLMDConfig(grid=GridSpec((0.0, 2.0), (0.0, 1.0), 2, 1), schedule=schedule, dt=0.01)
+    sampler = Sampler(cv, config, torch.ones(1, 3, dtype=torch.float64))
+    sampler.run(35)  # checks at 10, 20, 30 (each halving resets the histogram), 5 visits since
+    record = walk_record(sampler, torch.ones(3, dtype=torch.float64))
+    if flat_over == "visited":
+        assert (sampler.halvings, sampler.current_ln_f(), record["flatness"]) == (3, 0.125, 1.0)
+    else:
+        assert (sampler.halvings, sampler.current_ln_f(), record["flatness"]) == (0, 1.0, 0.0)
+    assert sampler.S[0, 0, 0] > sampler.S[0, 1, 0]  # every deposit went to the one bin
+
+
+def test_schedule_flat_over_is_written_only_when_not_visited_and_checked():
+    """Every walk before the field counted visited bins and resumes with its config unchanged."""
+    from interp.config import from_dict
+    from interp.errors import ConfigError
+
+    assert "flat_over" not in to_dict(Schedule())
+    x = Schedule(kind="flat", flat_over="x")
+    assert to_dict(x)["flat_over"] == "x" and from_dict(Schedule, to_dict(x)) == x
+    with pytest.raises(ConfigError, match="valid: visited, x"):
+        Schedule(flat_over="all")
 
 
 def test_walkers_start_inside_the_grid():

@@ -107,6 +107,21 @@ def test_the_cpu_protocol_region_holds_the_start_and_the_window():
     assert region.grid(-4.0, 9.2).contains(-4.0, 9.2)
 
 
+def test_the_walk_schedule_is_the_ramp_or_the_classic_one_and_old_settings_are_unchanged():
+    """Protocols 1 and 2 write the settings they always wrote (so their folders resume); the
+    classic schedule starts at ln_f0 and counts the bins flat_over names.
+    """
+    from analyses.studies.study_b_settings import PROTOCOL_2
+
+    assert not {"ln_f_schedule", "ln_f0", "flat_over"} & set(to_dict(PROTOCOL_2.wlmd))
+    ramp = PROTOCOL_2.wlmd.schedule()
+    assert (ramp.kind, ramp.ln_f_max, ramp.flat_over) == ("ramp", 0.01, "visited")
+    classic = dataclasses.replace(PROTOCOL_2.wlmd, ln_f_schedule="classic", ln_f0=2.0, flat_over="x")
+    assert to_dict(classic)["ln_f_schedule"] == "classic"
+    schedule = classic.schedule()
+    assert (schedule.kind, schedule.ln_f0, schedule.flat_over, schedule.flatness) == ("flat", 2.0, "x", 0.8)
+
+
 @pytest.mark.parametrize(
     "settings, message",
     [
@@ -288,6 +303,9 @@ def test_the_walk_figure_names_each_walker_and_places_log_targets_in_log_units()
         ('{"injection_target_acc": 1.5}', "injection_target_acc"),
         ('{"wlmd": {"target_cosine": 2}}', "target_cosine"),
         ('{"wlmd": {"max_steps": 10}}', "max_steps"),  # below the 2,000 entropy steps of the preset
+        ('{"wlmd": {"ln_f_schedule": "flat"}}', "valid: classic, ramp"),
+        ('{"wlmd": {"flat_over": "all"}}', "flat_over"),
+        ('{"wlmd": {"ln_f0": 0}}', "ln_f0"),
     ],
 )
 def test_bad_protocol_settings_exit_2_with_one_line(tmp_path, capsys, settings, message):
