@@ -50,9 +50,7 @@ def _arguments(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argpars
         parser.error("give OUT to run the pilots, or --records DEST to read committed ones")
     if args.cover and args.production_check:
         parser.error("--cover and --production-check are different pilots: give one")
-    if args.steps is None:
-        args.steps = 20_000 if args.cover else 10_000
-    if args.steps < 100:
+    if args.steps is not None and args.steps < 100:
         parser.error(
             f"--steps {args.steps} is too short: at least 100 (ten records a walk, a hundred for random starts)"
         )
@@ -67,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     parser, args = _arguments(argv)
     import torch
 
-    from analyses.studies.study_b_cover import COVER_VARIANTS, cover_table, decide_cover
+    from analyses.studies.study_b_cover import COVER_STEPS, COVER_VARIANTS, cover_table, decide_cover
     from analyses.studies.study_b_pilots import (
         PRODUCTION_FILE,
         VARIANTS,
@@ -78,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
         run_pilots,
     )
     from interp.training.memory import keep_freed_memory
+
+    if args.steps is None:
+        args.steps = COVER_STEPS if args.cover else 10_000
 
     torch.set_num_threads(1)
     keep_freed_memory()
