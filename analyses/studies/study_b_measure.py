@@ -328,21 +328,27 @@ def _before_after(folder: Path, noise: str) -> dict[str, Path | str] | None:
 
 def rank_table(out: str | Path, noise: str = "random", seeds: Collection[int] | None = None) -> pd.DataFrame:
     """Whole-layer effective ranks, mean over seeds: AdamW / WLMD before and after `noise` injection."""
-    frames = []
-    for seed, folder in _seed_folders(out, seeds).items():
-        models = _before_after(folder, noise)
-        if models:
-            frames.append(rank_frame(models).assign(seed=seed))
+    frames = [seed_ranks(folder, noise) for folder in _seed_folders(out, seeds).values()]
+    return mean_ranks([f for f in frames if f is not None])
+
+
+def seed_ranks(folder: str | Path, noise: str = "random") -> pd.DataFrame | None:
+    """One seed's whole-layer effective ranks of `RANK_MATRICES` before and after its `noise`
+    injections (``matrix``, ``layer``, then ``adamw before`` ...), or None unless both finished.
+    """
+    models = _before_after(Path(folder), noise)
+    if not models:
+        return None
+    frame = rank_frame(models)
+    return frame[frame["matrix"].isin(RANK_MATRICES)].reset_index(drop=True)
+
+
+def mean_ranks(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """The mean of several seeds' `seed_ranks` per matrix and layer, with the number of ``seeds``."""
     if not frames:
         return pd.DataFrame()
-    frame = pd.concat(frames)
-    frame = frame[frame["matrix"].isin(RANK_MATRICES)]
-    return (
-        frame.groupby(["matrix", "layer"], sort=False)
-        .mean(numeric_only=True)
-        .drop(columns="seed")
-        .reset_index()
-    )
+    grouped = pd.concat(frames).groupby(["matrix", "layer"], sort=False)
+    return grouped.mean(numeric_only=True).assign(seeds=grouped.size()).reset_index()
 
 
 def measure(
@@ -457,7 +463,9 @@ def write_tables(out: str | Path, seeds: Collection[int] | None = None) -> Path:
 
 
 RUN_RECORDS = ("config.json", "metrics.jsonl", "DONE")  # what a repository keeps of a run: no weights
-FRAMES = ("runs", "summary", "wlmd", "ranks_random")
+
+
+SEED_RANKS = "ranks_random.csv"  # per exported seed folder: its `seed_ranks`, so later exports can average
 
 
 def export_results(out: str | Path, dest: str | Path, seeds: Collection[int] | None = None) -> Path:
@@ -465,43 +473,88 @@ def export_results(out: str | Path, dest: str | Path, seeds: Collection[int] | N
 
     `dest` gets ``settings.json``, the tables as ``study_b_<frame>.csv`` (`write_tables`; paths
     made relative to `out`), per seed the walk records ``seed_<N>/walk.json`` (the S grid kept
-    only in the last record) and each injection's ``config.json``, ``metrics.jsonl`` and
-    ``DONE``: a few hundred kB in all, no weights. `markdown_tables(dest)` rebuilds the docs
-    tables from them.
+    only in the last record), its effective ranks (`SEED_RANKS`) and each injection's
+    ``config.json``, ``metrics.jsonl`` and ``DONE``: a few hundred kB in all, no weights.
+    `markdown_tables(dest)` rebuilds the docs tables from them.
+
+    Seeds finish one at a time, maybe on different machines, so the records of seeds already in
+    `dest` that `out` does not export (another machine's, or an earlier export's) are kept:
+    their rows stay in the runs and WLMD tables, and the summary and the mean ranks are
+    recomputed over every seed. A seed is exported once, when it finishes, and never has to be
+    measured again for a later table (a re-measurement on other hardware rounds differently and
+    ends elsewhere; docs/study_b.md).
+
+    Raises:
+        ConfigError: If `dest` holds records measured with other settings.
     """
     import shutil
 
     out, dest = Path(out), Path(dest)
+    _check_same_settings(out, dest)
     write_tables(out, seeds)
+    exported = _seed_folders(out, seeds)
     dest.mkdir(parents=True, exist_ok=True)
     if (out / SETTINGS_FILE).exists():
         shutil.copyfile(out / SETTINGS_FILE, dest / SETTINGS_FILE)
-    for name in FRAMES:
-        path = out / f"study_b_{name}.csv"
-        if path.exists():
-            frame = pd.read_csv(path)
-            if "source" in frame.columns:
-                frame["source"] = [_relative(s, out) for s in frame["source"]]
-            frame.to_csv(dest / path.name, index=False)
-    for seed, folder in _seed_folders(out, seeds).items():
-        target = dest / folder.name
-        records = walk_records(folder / "wlmd")
-        if records:
-            target.mkdir(parents=True, exist_ok=True)
-            atomic_write_json(target / "walk.json", compact_walk(records))
-        for run in sorted(folder.glob("inject-*")):
-            if not (run / "config.json").exists():
-                continue
-            (target / run.name).mkdir(parents=True, exist_ok=True)
-            for name in RUN_RECORDS:
-                if name != "config.json" and (run / name).exists():
-                    shutil.copyfile(run / name, target / run.name / name)
-            # The config with the injection's source as the tables name it: relative to `out`,
-            # not this machine's path.
-            config = read_config(run)
-            config["injection"]["source"] = _relative(config["injection"]["source"], out)
-            atomic_write_json(target / run.name / "config.json", config)
+    for name in ("runs", "wlmd"):
+        frame = _read_frame(out / f"study_b_{name}.csv")
+        if "source" in frame.columns:
+            frame["source"] = [_relative(s, out) for s in frame["source"]]
+        kept = _read_frame(dest / f"study_b_{name}.csv")
+        if "seed" in kept.columns:
+            frame = pd.concat([kept[~kept["seed"].isin(exported)], frame]).sort_values("seed", kind="stable")
+        frame.to_csv(dest / f"study_b_{name}.csv", index=False)
+    for folder in exported.values():
+        _export_seed(folder, dest / folder.name, out)
+    runs = _read_frame(dest / "study_b_runs.csv")
+    if len(runs):
+        summary(runs).to_csv(dest / "study_b_summary.csv", index=False)
+    ranks = mean_ranks([pd.read_csv(path) for path in sorted(dest.glob(f"seed_*/{SEED_RANKS}"))])
+    ranks.to_csv(dest / "study_b_ranks_random.csv", index=False)
     return dest
+
+
+def _export_seed(folder: Path, target: Path, out: Path) -> None:
+    """One seed's compact records (`export_results`) from its `folder` under `out` into `target`."""
+    import shutil
+
+    records = walk_records(folder / "wlmd")
+    if records:
+        target.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(target / "walk.json", compact_walk(records))
+    ranks = seed_ranks(folder)
+    if ranks is not None:
+        target.mkdir(parents=True, exist_ok=True)
+        ranks.to_csv(target / SEED_RANKS, index=False)
+    for run in sorted(folder.glob("inject-*")):
+        if not (run / "config.json").exists():
+            continue
+        (target / run.name).mkdir(parents=True, exist_ok=True)
+        for name in RUN_RECORDS:
+            if name != "config.json" and (run / name).exists():
+                shutil.copyfile(run / name, target / run.name / name)
+        # The config with the injection's source as the tables name it: relative to `out`, not
+        # this machine's path.
+        config = read_config(run)
+        config["injection"]["source"] = _relative(config["injection"]["source"], out)
+        atomic_write_json(target / run.name / "config.json", config)
+
+
+def _read_frame(path: Path) -> pd.DataFrame:
+    """A table written by `write_tables` or `export_results` (empty if absent or without columns)."""
+    if not path.exists() or not path.read_text().strip():
+        return pd.DataFrame()
+    return pd.read_csv(path)
+
+
+def _check_same_settings(out: Path, dest: Path) -> None:
+    """Refuse to add `out`'s records to a `dest` measured with other settings."""
+    ours, theirs = out / SETTINGS_FILE, dest / SETTINGS_FILE
+    if ours.exists() and theirs.exists() and json.loads(ours.read_text()) != json.loads(theirs.read_text()):
+        raise ConfigError(
+            f"{dest} holds records measured with other settings than {out}'s ({SETTINGS_FILE} differs)",
+            "export into a new folder, or into the records of the same protocol",
+        )
 
 
 def compact_walk(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -376,6 +376,38 @@ def test_the_seeds_named_are_the_ones_tabulated_and_exported(measured_2, tmp_pat
     assert set(pd.read_csv(dest / "study_b_wlmd.csv")["seed"]) == {0}
 
 
+def test_an_export_adds_its_seeds_to_the_records_already_there(measured_2, tmp_path):
+    """Seed 1 measured elsewhere (a copy of the folder, its seed renamed) joins seed 0's records
+    without re-measuring seed 0: seed 0's rows stay as first exported, the summary and the mean
+    ranks count both, exporting seed 1 again replaces its rows, other settings are refused.
+    """
+    out, _ = measured_2
+    dest = study_b_measure.export_results(out, tmp_path / "records", seeds=[0])
+    first = pd.read_csv(dest / "study_b_runs.csv")
+    other = tmp_path / "other"
+    shutil.copytree(out, other)
+    shutil.rmtree(other / "seed_0" / "inject-adamw-sum")  # so that seed 1's rows differ from seed 0's
+    (other / "seed_0").rename(other / "seed_1")
+    study_b_measure.export_results(other, dest, seeds=[1])
+    runs = pd.read_csv(dest / "study_b_runs.csv")
+    assert list(runs["seed"]) == [0] * len(first) + [1] * (len(first) - 1)
+    pd.testing.assert_frame_equal(runs[runs["seed"] == 0], first)
+    assert set(pd.read_csv(dest / "study_b_wlmd.csv")["seed"]) == {0, 1}
+    summary = pd.read_csv(dest / "study_b_summary.csv").set_index(["noise", "model"])
+    assert summary.loc[("random", "adamw"), "seeds"] == 2 and summary.loc[("sum", "adamw"), "seeds"] == 1
+    ranks = pd.read_csv(dest / "study_b_ranks_random.csv")
+    seed_0 = pd.read_csv(dest / "seed_0" / study_b_measure.SEED_RANKS)
+    assert (ranks["seeds"] == 2).all() and ranks["adamw after"].tolist() == pytest.approx(
+        seed_0["adamw after"].tolist()
+    )  # the same runs under two names: the mean of equal ranks
+    study_b_measure.export_results(other, dest, seeds=[1])
+    pd.testing.assert_frame_equal(pd.read_csv(dest / "study_b_runs.csv"), runs)
+    settings = json.loads((other / "settings.json").read_text())
+    (other / "settings.json").write_text(json.dumps({**settings, "k": settings["k"] + 1}))
+    with pytest.raises(ConfigError, match="other settings"):
+        study_b_measure.export_results(other, dest, seeds=[1])
+
+
 def test_paired_differences_are_seed_by_seed_with_t_intervals_and_tested_seeds_apart():
     from scipy import stats
 
