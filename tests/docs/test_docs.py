@@ -208,13 +208,14 @@ def test_an_incremental_build_redraws_the_pages_that_read_new_records(tmp_path):
         module["ROOT"] = saved
 
 
-def test_study_bs_retention_table_is_the_one_the_committed_records_rebuild():
-    """docs/study_b.md quotes `interp study-b records results/study-b/protocol-2` as it stands
+@pytest.mark.parametrize("records", ["protocol-2", "protocol-2-remeasured"])
+def test_study_bs_retention_table_is_the_one_the_committed_records_rebuild(records):
+    """docs/study_b.md quotes `interp study-b records results/study-b/RECORDS` as they stand
     (re-export and paste the tables again when a seed's records land).
     """
     from analyses.studies.study_b_measure import markdown_tables
 
-    tables = markdown_tables(DOCS.parent / "results" / "study-b" / "protocol-2").split("\n\n")
+    tables = markdown_tables(DOCS.parent / "results" / "study-b" / records).split("\n\n")
     assert tables[0].startswith("| noise |") and "| 0 |" in tables[0]
     page = (DOCS / "study_b.md").read_text()
     for table in tables:  # the retention table and, from two seeds on, the paired differences
