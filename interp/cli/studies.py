@@ -248,7 +248,8 @@ def study_b() -> None:
     "export_dir",
     type=click.Path(file_okay=False),
     default=None,
-    help="Also write the compact records (no weights) here, e.g. results/study-b/protocol-2.",
+    help="Also write the compact records (no weights) here, e.g. results/study-b/protocol-2; the "
+    "records of other seeds already there are kept, so each seed is exported once, when it finishes.",
 )
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda, cuda:1, ...")
 @click.option(
@@ -290,6 +291,8 @@ def study_b_measure(
     seed_list = parse_seeds(seeds)
     if table_only and runs_only:
         raise ConfigError("--table-only and --runs-only exclude each other", "give one of them")
+    if table_only:
+        _check_measured(Path(out), seed_list)
     from interp.cli.train import check_device
 
     check_device(device)
@@ -312,6 +315,18 @@ def study_b_measure(
     click.echo(f"figures: {len(measured.write_figures(out, seed_list))} HTML files in {out}/seed_*/")
     if export_dir is not None:
         click.echo(f"records: {measured.export_results(out, export_dir, seed_list)}")
+
+
+def _check_measured(out: Path, seeds: list[int]) -> None:
+    """Refuse --table-only on a folder that holds none of `seeds` (before torch is imported)."""
+    measured = sorted(int(p.name.removeprefix("seed_")) for p in out.glob("seed_*") if p.name[5:].isdigit())
+    if not set(measured) & set(seeds):
+        found = ", ".join(map(str, measured)) if measured else "none"
+        raise ConfigError(
+            f"--table-only: {out} holds no measured seed among {', '.join(map(str, seeds))} "
+            f"(seed folders there: {found})",
+            "name a folder that interp study-b measure ran into, or seeds it holds",
+        )
 
 
 @study_b.command("records")

@@ -316,6 +316,16 @@ def test_bad_protocol_settings_exit_2_with_one_line(tmp_path, capsys, settings, 
     assert not (tmp_path / "out").exists()
 
 
+def test_table_only_on_a_folder_without_the_seeds_exits_2_with_one_line(measured, tmp_path, capsys):
+    out, _ = measured
+    for folder, seeds, found in ((tmp_path / "none", "0", "none"), (out, "3-4", "0")):
+        with pytest.raises(SystemExit) as info:
+            main(["study-b", "measure", str(folder), "--seeds", seeds, "--table-only"])
+        err = capsys.readouterr().err
+        assert info.value.code == 2 and len(err.strip().splitlines()) == 1
+        assert f"seed folders there: {found}" in err
+
+
 def test_records_of_a_folder_without_tables_exit_2(tmp_path, capsys):
     with pytest.raises(SystemExit) as info:
         main(["study-b", "records", str(tmp_path)])
