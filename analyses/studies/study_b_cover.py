@@ -22,7 +22,6 @@ cosine at the end; `decide_cover` applies the rule.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -30,7 +29,7 @@ from typing import Any
 
 import pandas as pd
 
-from analyses.studies.study_b_pilots import PILOT_FILE, Variant, _walk_records
+from analyses.studies.study_b_pilots import Variant, pilot_frame
 
 COVER_STEPS = 20_000
 """Entropy steps of each protocol-3 pilot (records every 200 steps)."""
@@ -86,20 +85,7 @@ def cover_table(folder: str | Path, variants: Sequence[Variant] = COVER_VARIANTS
     Raises:
         ConfigError: If a variant's `PILOT_FILE` is there without its walk's records.
     """
-    from interp.errors import ConfigError
-
-    folder, rows = Path(folder), []
-    for variant in variants:
-        if not (folder / variant.name / PILOT_FILE).exists():
-            continue
-        records = _walk_records(folder / variant.name)
-        if not records:
-            raise ConfigError(
-                f"{folder / variant.name} has {PILOT_FILE} but no walk records (walk.json)",
-                "copy the pilots with export_pilots (--export), which keeps both",
-            )
-        rows.append(cover_row(json.loads((folder / variant.name / PILOT_FILE).read_text()), records))
-    return pd.DataFrame(rows)
+    return pilot_frame(folder, variants, cover_row)
 
 
 def decide_cover(rows: pd.DataFrame, variants: Sequence[Variant] = COVER_VARIANTS) -> tuple[str | None, str]:

@@ -407,6 +407,20 @@ def pilot_table(folder: str | Path, variants: Sequence[Variant] = VARIANTS) -> p
     Raises:
         ConfigError: If a variant's `PILOT_FILE` is there without its walk's records.
     """
+    return pilot_frame(folder, variants, projection)
+
+
+def pilot_frame(
+    folder: str | Path,
+    variants: Sequence[Variant],
+    row: Callable[[Mapping[str, Any], Sequence[Mapping[str, Any]]], dict[str, Any]],
+) -> pd.DataFrame:
+    """One `row(pilot, records)` per variant recorded under `folder` (its `PILOT_FILE` and walk
+    records), in `variants`' order; variants not run are left out.
+
+    Raises:
+        ConfigError: If a variant's `PILOT_FILE` is there without its walk's records.
+    """
     from interp.errors import ConfigError
 
     folder, rows = Path(folder), []
@@ -419,5 +433,5 @@ def pilot_table(folder: str | Path, variants: Sequence[Variant] = VARIANTS) -> p
                 f"{folder / variant.name} has {PILOT_FILE} but no walk records (walk.json)",
                 "copy the pilots with export_pilots (--export), which keeps both",
             )
-        rows.append(projection(json.loads((folder / variant.name / PILOT_FILE).read_text()), records))
+        rows.append(row(json.loads((folder / variant.name / PILOT_FILE).read_text()), records))
     return pd.DataFrame(rows)
