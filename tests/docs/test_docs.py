@@ -221,3 +221,19 @@ def test_study_bs_retention_table_is_the_one_the_committed_records_rebuild(recor
     for table in tables:  # the retention table and, from two seeds on, the paired differences
         if table.startswith("| noise |"):
             assert table in page, table.splitlines()[0]
+
+
+def test_protocol_3s_decision_is_the_one_the_committed_pilots_give():
+    """docs/study_b.md names the variant that `decide_cover` takes from the committed pilot
+    records, and quotes each recorded variant's coverage step.
+    """
+    from analyses.studies.study_b_cover import cover_table, decide_cover
+
+    table = cover_table(DOCS.parent / "results" / "study-b" / "pilots" / "cover")
+    adopted, _ = decide_cover(table)
+    page = (DOCS / "study_b.md").read_text()
+    assert f"**Decision: protocol 3 takes `{adopted}`.**" in page
+    rows = {line.split("|")[1].strip(): line for line in page.splitlines() if line.startswith("| `")}
+    for variant, step in zip(table["variant"], table["covered x at step"]):
+        quoted = "**never**" if step == float("inf") else f"**{step:,.0f}**"
+        assert quoted in rows[f"`{variant}`"], variant
