@@ -463,8 +463,6 @@ def write_tables(out: str | Path, seeds: Collection[int] | None = None) -> Path:
 
 
 RUN_RECORDS = ("config.json", "metrics.jsonl", "DONE")  # what a repository keeps of a run: no weights
-
-
 SEED_RANKS = "ranks_random.csv"  # per exported seed folder: its `seed_ranks`, so later exports can average
 
 
@@ -502,7 +500,8 @@ def export_results(out: str | Path, dest: str | Path, seeds: Collection[int] | N
             frame["source"] = [_relative(s, out) for s in frame["source"]]
         kept = _read_frame(dest / f"study_b_{name}.csv")
         if "seed" in kept.columns:
-            frame = pd.concat([kept[~kept["seed"].isin(exported)], frame]).sort_values("seed", kind="stable")
+            others = kept[~kept["seed"].isin(list(exported))]
+            frame = pd.concat([others, frame]).sort_values("seed", kind="stable")
         frame.to_csv(dest / f"study_b_{name}.csv", index=False)
     for folder in exported.values():
         _export_seed(folder, dest / folder.name, out)
