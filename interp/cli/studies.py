@@ -319,7 +319,9 @@ def study_b_measure(
 
 def _check_measured(out: Path, seeds: list[int]) -> None:
     """Refuse --table-only on a folder that holds none of `seeds` (before torch is imported)."""
-    measured = sorted(int(p.name.removeprefix("seed_")) for p in out.glob("seed_*") if p.name[5:].isdigit())
+    from interp.sweep.specs import seed_folders
+
+    measured = list(seed_folders(out))
     if not set(measured) & set(seeds):
         found = ", ".join(map(str, measured)) if measured else "none"
         raise ConfigError(
