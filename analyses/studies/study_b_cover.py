@@ -30,6 +30,7 @@ from typing import Any
 import pandas as pd
 
 from analyses.studies.study_b_pilots import Variant, pilot_frame
+from analyses.studies.study_b_settings import WLMDSettings
 
 COVER_STEPS = 20_000
 """Entropy steps of each protocol-3 pilot (records every 200 steps)."""
@@ -59,7 +60,7 @@ def covered_at(records: Sequence[Mapping[str, Any]], ln_f0: float) -> float:
 
 def cover_row(pilot: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """One variant's row of `cover_table`."""
-    ln_f0 = float(pilot.get("overrides", {}).get("ln_f0", 1.0))
+    ln_f0 = float(pilot.get("overrides", {}).get("ln_f0", WLMDSettings().ln_f0))
     last = records[-1]
     ln_f = last["ln_f"]
     return {

@@ -541,9 +541,10 @@ def _export_seed(folder: Path, target: Path, out: Path) -> None:
 
 def _read_frame(path: Path) -> pd.DataFrame:
     """A table written by `write_tables` or `export_results` (empty if absent or without columns)."""
-    if not path.exists() or not path.read_text().strip():
+    try:
+        return pd.read_csv(path)
+    except (FileNotFoundError, pd.errors.EmptyDataError):  # an empty frame writes a blank file
         return pd.DataFrame()
-    return pd.read_csv(path)
 
 
 def _check_same_settings(out: Path, dest: Path) -> None:
