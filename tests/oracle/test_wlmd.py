@@ -56,7 +56,10 @@ def test_sphere_constraint_and_tangent_velocities_hold():
         schedule=Schedule(ln_f_max=0.05, rise=10, plateau=100),
     )
     cv = lambda t: torch.stack([10 * t[0] * t[1], torch.full((), 0.5, dtype=t.dtype)])  # noqa: E731
-    sampler = Sampler(cv, config, torch.randn(3, 12, dtype=torch.float64))
+    # A seeded start: the global RNG's state depends on which tests ran before in the worker, and
+    # an unlucky draw puts a walker outside the grid (|x| = 10 |t0 t1| can exceed 20 at radius 3).
+    start = torch.randn(3, 12, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    sampler = Sampler(cv, config, start)
     sampler.run(1500)
     norms = sampler.theta.norm(dim=1)
     assert (norms - 3.0).abs().max().item() < 1e-6
