@@ -272,9 +272,9 @@ def _entropy_phase(
 ) -> Any:
     """The entropy phase in chunks of `report_every` steps, each ending in a checkpoint and a
     `walk_record` appended to ``out/walk.json`` (rewritten atomically, so a kill leaves the
-    previous list); it ends at `steps`, or with a `target_cosine` once every walker (or the
-    median one: `target_walker`) is at most that far (cosine) from its start after at least
-    `steps`, or at the `budget`. Resumes: the
+    previous list); it ends at `steps`, or with targets once they are met after at least `steps`
+    (`WLMDSettings.targets_met`: every walker, or the median one, at most `target_cosine` from its
+    start; ln f halved `target_halvings` times), or at the `budget`. Resumes: the
     run folder resumes bit-identically and a chunk whose record was lost is recorded again
     from its checkpoint.
     """
@@ -283,12 +283,7 @@ def _entropy_phase(
     sampler = None
     while True:
         step = records[-1]["step"] if records else 0
-        far = (
-            settings.target_cosine is not None
-            and bool(records)
-            and settings.walk_cosine(records[-1]["cosine"]) <= settings.target_cosine
-        )
-        finished = step >= budget or (step >= settings.steps and (settings.target_cosine is None or far))
+        finished = step >= budget or (step >= settings.steps and settings.targets_met(records[-1]))
         if finished and sampler is not None:
             return sampler
         target = step if finished else min(step + settings.report_every, budget) if records else 0

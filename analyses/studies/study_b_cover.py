@@ -71,7 +71,7 @@ def cover_row(pilot: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) ->
         if pilot["steps_timed"]
         else math.nan,
         "covered x at step": covered_at(records, ln_f0),
-        "halvings": round(math.log2(ln_f0 / ln_f)) if ln_f > 0 else math.nan,
+        "halvings": WLMDSettings(ln_f_schedule="classic", ln_f0=ln_f0).halvings(ln_f),
         "ln f at the end": ln_f,
         "flatness over x": last["flatness"],
         "x - x0 at the end": max(last["x"]) - pilot["start_cvs"][0],

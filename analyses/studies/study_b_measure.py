@@ -281,7 +281,7 @@ def wlmd_frame(out: str | Path, seeds: Collection[int] | None = None) -> pd.Data
                 "distance_adamw_wlmd": float(cos["distance"]),
                 "walls": entropy[-1]["walls"] if entropy else None,
                 "entropy_steps": entropy[-1]["step"] if entropy else 0,
-                **walk_summary(folder / "wlmd"),
+                **walk_summary(folder / "wlmd", settings.wlmd),
             }
         )
     return pd.DataFrame(rows)
@@ -295,21 +295,26 @@ def measured_settings(out: str | Path) -> StudyBSettings:
     return from_dict(StudyBSettings, json.loads(path.read_text()), where=str(path))
 
 
-def walk_summary(folder: str | Path) -> dict[str, Any]:
+def walk_summary(folder: str | Path, wlmd: WLMDSettings | None = None) -> dict[str, Any]:
     """The last `walk_record` of a WLMD folder: steps, the walkers' largest cosine to the start,
-    flatness, visited bins and the last change of S (empty without records).
+    flatness, visited bins and the last change of S (empty without records); with the classic
+    schedule of `wlmd`, also the halvings of ``ln f`` (the ramp has none, so its tables keep
+    their columns).
     """
     records = walk_records(folder)
     if not records:
         return {}
     last = records[-1]
-    return {
+    summary = {
         "walk_steps": last["step"],
         "walk_cosine_max": max(last["cosine"]),
         "walk_flatness": last["flatness"],
         "walk_visited_bins": last["visited"],
         "walk_S_change": last["S_change"],
     }
+    if wlmd is not None and wlmd.ln_f_schedule == "classic":
+        summary["walk_halvings"] = wlmd.halvings(last["ln_f"])
+    return summary
 
 
 def _before_after(folder: Path, noise: str) -> dict[str, Path | str] | None:
@@ -579,8 +584,9 @@ def _status(row: pd.Series, cap: int) -> str:
 
 def untested(walk: pd.Series | Mapping[str, Any], settings: Mapping[str, Any]) -> str | None:
     """Why a seed's WLMD sample does not test the claim, or None when it does: its walker's
-    cosine to its own start above the walk's `target_cosine`, or the walk's flatness below
-    `target_flatness` (`walk` is a `wlmd_frame` row; `settings` the measured settings as JSON).
+    cosine to its own start above the walk's `target_cosine`, the walk's flatness below
+    `target_flatness`, or its ``ln f`` halved fewer than `target_halvings` times (`walk` is a
+    `wlmd_frame` row; `settings` the measured settings as JSON).
     """
     reasons = []
     target = settings.get("wlmd", {}).get("target_cosine")
@@ -591,6 +597,10 @@ def untested(walk: pd.Series | Mapping[str, Any], settings: Mapping[str, Any]) -
     flatness = walk.get("walk_flatness")
     if flat is not None and flatness is not None and not pd.isna(flatness) and flatness < flat:
         reasons.append(f"flatness {flatness:.3g} < {flat}")
+    halvings = settings.get("wlmd", {}).get("target_halvings")
+    halved = walk.get("walk_halvings")
+    if halvings is not None and halved is not None and not pd.isna(halved) and halved < halvings:
+        reasons.append(f"ln f halved {halved:.0f} times < {halvings}")
     return ", ".join(reasons) or None
 
 

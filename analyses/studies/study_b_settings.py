@@ -103,6 +103,13 @@ class WLMDSettings:
         added=True,
     )
 
+    target_halvings: int | None = param(
+        None,
+        "With the classic schedule: extend the entropy phase past `steps` until ln f has been halved "
+        "at least this many times (with target_cosine: until both hold; None: no halving target).",
+        added=True,
+    )
+
     def __post_init__(self) -> None:
         owner = "WLMDSettings"
         for name in (
@@ -119,6 +126,8 @@ class WLMDSettings:
             check_int(owner, "max_steps", self.max_steps, self.steps)
         if self.target_cosine is not None:
             check_real(owner, "target_cosine", self.target_cosine, -1, 1)
+        if self.target_halvings is not None:
+            check_int(owner, "target_halvings", self.target_halvings, 1)
         for name in ("production_steps", "rise", "seed"):
             check_int(owner, name, getattr(self, name), 0)
         if self.plateau is not None:
@@ -131,6 +140,12 @@ class WLMDSettings:
         check_choice(owner, "target_walker", self.target_walker, ("every", "median"))
         check_choice(owner, "ln_f_schedule", self.ln_f_schedule, ("ramp", "classic"))
         check_choice(owner, "flat_over", self.flat_over, ("visited", "x"))  # interp.wlmd.grid.FLAT_OVER
+        if self.target_halvings is not None and self.ln_f_schedule != "classic":
+            raise ConfigError(
+                f"WLMDSettings.target_halvings = {self.target_halvings} needs ln_f_schedule = 'classic' "
+                f"(it is {self.ln_f_schedule!r})",
+                "set ln_f_schedule to 'classic', or target_halvings to None",
+            )
         check_real(owner, "window_x", self.window_x, 0, float("inf"))
         check_real(owner, "y_low", self.y_low, float("-inf"), Y_TOP, high_open=True)
         if not isinstance(self.bins, tuple) or len(self.bins) != 2:
@@ -163,9 +178,26 @@ class WLMDSettings:
             return math.nan
         return max(cosines) if self.target_walker == "every" else statistics.median(cosines)
 
+    def halvings(self, ln_f: float) -> float:
+        """How many times the classic schedule has halved `ln_f0` to reach `ln_f` (a walk record's
+        ``ln_f``; infinite once the schedule has finished and records 0; 0 with the ramp).
+        """
+        if self.ln_f_schedule != "classic":
+            return 0
+        return math.inf if ln_f <= 0 else round(math.log2(self.ln_f0 / ln_f))
+
+    def targets_met(self, record: Mapping[str, Any]) -> bool:
+        """Whether a walk record (`interp.wlmd.sampler.walk_record`) meets the walk's targets:
+        `target_cosine` (`walk_cosine`) and `target_halvings`, those that are set.
+        """
+        if self.target_cosine is not None and not self.walk_cosine(record["cosine"]) <= self.target_cosine:
+            return False  # `not <=`: a NaN cosine never meets it
+        return self.target_halvings is None or self.halvings(record["ln_f"]) >= self.target_halvings
+
     def budget(self) -> int:
-        """The most entropy-phase steps: `steps`, or `max_steps` when a `target_cosine` may extend it."""
-        return self.steps if self.target_cosine is None or self.max_steps is None else self.max_steps
+        """The most entropy-phase steps: `steps`, or `max_steps` when a target may extend it."""
+        targets = (self.target_cosine, self.target_halvings)
+        return self.steps if targets == (None, None) or self.max_steps is None else self.max_steps
 
     def schedule(self) -> Schedule:
         """The ``ln f`` schedule: the ramp (rise, a plateau over the entropy phase, then a 1/t
@@ -322,4 +354,34 @@ pilots' projection), within the same 3 * 10^5 budget. As in protocol 2 the ln f 
 the minimum steps (here 10^4) and decays as 1/t after them. The injected WLMD model is a sample of a
 walker that reached the cosine. It failed on seed 0 (docs/study_b.md); protocol 2 runs as written."""
 
-PRESETS = {"cpu": StudyBSettings(), "protocol-2": PROTOCOL_2, "protocol-2-walkers": PROTOCOL_2_WALKERS}
+PROTOCOL_3 = dataclasses.replace(
+    PROTOCOL_2,
+    wlmd=dataclasses.replace(
+        LONG_WLMD,
+        steps=20_000,
+        max_steps=150_000,
+        report_every=1000,
+        checkpoint_every=1000,
+        edges="linear",
+        ln_f_schedule="classic",
+        ln_f0=10.0,
+        flat_over="x",
+        target_halvings=4,
+    ),
+    target_flatness=None,
+)
+"""Protocol 3 (docs/study_b.md, "Protocol 3: fixed before its seeds run"): protocol 2's grid,
+time step, production and injections, with the walk its pilots chose (`classic-10`: linear grid
+edges, ``ln f`` from 10, halved whenever the histogram is 80% flat over every x-bin). The entropy
+phase runs at least 20,000 steps (the pilots' length), then on until the walker's cosine to the
+AdamW start is <= 0.9 *and* ``ln f`` has been halved 4 times (to 0.625, below 1), within 1.5 *
+10^5 steps. Each halving is a flat histogram over every x-bin, so the halvings replace protocol
+2's flatness target (the histogram restarts at each one); a walk short of either target is
+reported as not testing the claim."""
+
+PRESETS = {
+    "cpu": StudyBSettings(),
+    "protocol-2": PROTOCOL_2,
+    "protocol-2-walkers": PROTOCOL_2_WALKERS,
+    "protocol-3": PROTOCOL_3,
+}

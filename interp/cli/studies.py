@@ -240,8 +240,9 @@ def study_b() -> None:
     default="cpu",
     show_default=True,
     help="Base settings: the first CPU-scale protocol; protocol 2 (long walks, unconstrained "
-    "injections); or protocol 2 with three walkers from their own AdamW models (a shorter road that "
-    "failed on seed 0, kept so its records rebuild).",
+    "injections); protocol 2 with three walkers from their own AdamW models (a shorter road that "
+    "failed on seed 0, kept so its records rebuild); or protocol 3 (protocol 2 with the classic "
+    "ln f schedule from 10, linear grid edges and a target of 4 halvings).",
 )
 @click.option(
     "--export",

@@ -237,3 +237,22 @@ def test_protocol_3s_decision_is_the_one_the_committed_pilots_give():
     for variant, step in zip(table["variant"], table["covered x at step"]):
         quoted = "**never**" if step == float("inf") else f"**{step:,.0f}**"
         assert quoted in rows[f"`{variant}`"], variant
+
+
+def test_protocol_3s_preset_is_the_pilots_choice_with_the_documented_targets():
+    """The `protocol-3` preset walks as the variant the committed pilots chose, on the pilots'
+    starting settings otherwise, and docs/study_b.md states the targets and budget it holds.
+    """
+    from analyses.studies.study_b_cover import COVER_VARIANTS, cover_table, decide_cover
+    from analyses.studies.study_b_settings import PRESETS
+
+    adopted, _ = decide_cover(cover_table(DOCS.parent / "results" / "study-b" / "pilots" / "cover"))
+    walk = PRESETS["protocol-3"].wlmd
+    for name, value in next(v for v in COVER_VARIANTS if v.name == adopted).overrides:
+        assert getattr(walk, name) == value, name
+    page = (DOCS / "study_b.md").read_text()
+    section = page[page.index("### Protocol 3: fixed before its seeds run") :]
+    assert f"| entropy steps, at least | 100,000 | {walk.steps:,} |" in section
+    assert f"| step budget | 300,000 | {walk.budget():,} |" in section
+    assert f"ln f has been halved {walk.target_halvings} times |" in section
+    assert f"its cosine is ≤ {walk.target_cosine}" in section

@@ -203,6 +203,47 @@ def test_a_reached_cosine_target_stops_after_the_minimum_steps(measured, tmp_pat
     assert [r["step"] for r in study_b.walk_records(tmp_path / "w")] == [0, 2, 4, 6]  # steps = 6, not 50
 
 
+def test_a_halving_target_extends_the_walk_to_its_budget_until_met(measured, tmp_path):
+    """Protocol 3's second target: the cosine is met at once (1.0), but a tiny walk never checks
+    flatness (every 1,000 steps), so one halving is never reached and the walk runs to its budget.
+    """
+    out, _ = measured
+    source = seed_folder(out, 0) / "adamw"
+    classic = {"ln_f_schedule": "classic", "ln_f0": 10.0, "flat_over": "x", "edges": "linear"}
+    _walk(tmp_path, source, "w", target_cosine=1.0, target_halvings=1, max_steps=8, report_every=2, **classic)
+    records = study_b.walk_records(tmp_path / "w")
+    assert [r["step"] for r in records] == [0, 2, 4, 6, 8] and records[-1]["ln_f"] == 10.0
+    # the table's walk columns hold the halvings of a classic walk only (the ramp's tables keep theirs)
+    assert (
+        study_b_measure.walk_summary(tmp_path / "w", dataclasses.replace(TINY.wlmd, **classic))[
+            "walk_halvings"
+        ]
+        == 0
+    )
+    assert "walk_halvings" not in study_b_measure.walk_summary(tmp_path / "w", TINY.wlmd)
+
+
+def test_the_walk_targets_count_halvings_of_the_classic_schedule():
+    from analyses.studies.study_b_settings import PRESETS
+
+    wlmd = PRESETS["protocol-3"].wlmd
+    assert (wlmd.ln_f0, wlmd.target_halvings, wlmd.target_cosine) == (10.0, 4, 0.9)
+    assert [wlmd.halvings(ln_f) for ln_f in (10.0, 5.0, 1.25, 0.625, 0.0)] == [0, 1, 3, 4, math.inf]
+    assert wlmd.targets_met({"cosine": [0.85], "ln_f": 0.625})
+    assert not wlmd.targets_met({"cosine": [0.85], "ln_f": 1.25})  # 3 halvings
+    assert not wlmd.targets_met({"cosine": [0.95], "ln_f": 0.3125})  # the cosine
+    assert not wlmd.targets_met({"cosine": [float("nan")], "ln_f": 0.3125})  # a diverged walker
+    assert PRESETS["protocol-2"].wlmd.targets_met({"cosine": [0.85], "ln_f": 0.01})  # no halving target
+    assert PRESETS["protocol-3"].wlmd.budget() == 150_000 and PRESETS["protocol-3"].target_flatness is None
+    with pytest.raises(ConfigError, match="target_halvings .*ln_f_schedule"):
+        settings_with({"wlmd": {"target_halvings": 2}})  # the ramp never halves
+    settings = to_dict(PRESETS["protocol-3"])
+    assert study_b_measure.untested({"sample_walker_cosine": 0.8, "walk_halvings": 4}, settings) is None
+    assert study_b_measure.untested({"sample_walker_cosine": 0.95, "walk_halvings": 2}, settings) == (
+        "cosine 0.950 > 0.9, ln f halved 2 times < 4"
+    )
+
+
 def test_a_killed_walk_resumes_to_the_same_records(measured, tmp_path, monkeypatch):
     out, _ = measured
     source = seed_folder(out, 0) / "adamw"
