@@ -750,5 +750,17 @@ def markdown_tables(dest: str | Path) -> str:
         text += "\n\n" + _difference_markdown(paired_differences(runs, wlmd, settings))
     if wlmd is not None:
         shown = wlmd.drop(columns=[c for c in ("source",) if c in wlmd.columns])
-        text += "\n\n" + format_table([str(c) for c in shown.columns], shown.to_numpy().tolist())
+        rows = [[_wlmd_cell(v) for v in row] for row in shown.astype(object).to_numpy().tolist()]
+        text += "\n\n" + format_table([str(c) for c in shown.columns], rows)
     return text
+
+
+def _wlmd_cell(value: Any) -> Any:
+    """A WLMD-table value as it reads best: a whole number (a count, a step; read back as a float
+    where its column has a gap) without decimals, a small flatness in significant digits.
+    """
+    if isinstance(value, float) and value.is_integer():
+        return f"{value:.0f}"
+    if isinstance(value, float) and 0 < abs(value) < 1e-3:
+        return f"{value:.2g}"
+    return value

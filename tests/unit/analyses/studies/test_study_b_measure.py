@@ -498,3 +498,17 @@ def test_paired_differences_are_seed_by_seed_with_t_intervals_and_tested_seeds_a
     text = study_b_measure._difference_markdown(frame.reset_index())
     assert f"| random | 3 | +0.2000 [{frame.loc['random', 'low']:+.4f}, " in text
     assert "| sum | 0 | - | 0 | - |" in text
+
+
+def test_the_wlmd_table_prints_counts_as_counts_and_a_small_flatness_in_digits():
+    cell = study_b_measure._wlmd_cell
+    assert [cell(229484.0), cell(0.0), cell(3.3e-5), cell(0.9089), cell(7)] == [
+        "229484",
+        "0",
+        "3.3e-05",
+        0.9089,
+        7,
+    ]
+    assert (
+        math.isnan(cell(float("nan"))) and cell(math.inf) == math.inf
+    )  # formatted as nan / inf by the table
