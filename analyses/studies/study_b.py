@@ -376,6 +376,7 @@ def walk_figure(
     walks: Mapping[str, Sequence[Mapping[str, Any]]],
     target_cosine: float | None = None,
     target_flatness: float | None = None,
+    target_ln_f: float | None = None,
 ) -> go.Figure:
     """How far each walk got: its records (`walk_records`, one per chunk) against the entropy step.
 
@@ -384,7 +385,8 @@ def walk_figure(
     * each walker's cosine to its own start, with the target the walk stops at (dashed);
     * the histogram's flatness (min / mean over visited bins; log scale), with the target a
       sample must reach to count as an equilibrium sample;
-    * the Wang-Landau factor ln f (log scale).
+    * the Wang-Landau factor ln f (log scale), with the value a classic schedule's walk must
+      halve it to.
 
     Where a walk stalls is then visible at a glance: a flatness that never rises while ln f
     falls means the walker stayed in a few bins (the hover gives their count).
@@ -393,6 +395,7 @@ def walk_figure(
         walks: A label (e.g. ``"seed 0"``) -> that walk's records.
         target_cosine: Drawn as a dashed line on the cosine panel when given.
         target_flatness: Likewise on the flatness panel.
+        target_ln_f: Likewise on the ln f panel (``ln_f0 / 2 ** target_halvings``).
 
     Returns:
         The figure.
@@ -437,7 +440,18 @@ def walk_figure(
             **same_walk,
         )
         fig.add_scatter(x=steps, y=[r["ln_f"] for r in records], line={"color": colour}, row=3, **same_walk)
-    for row, target, log in ((1, target_cosine, False), (2, target_flatness, True)):
+    if not any(r["flatness"] > 0 for records in walks.values() for r in records):
+        fig.add_annotation(
+            text="flatness 0 at every record: a bin it counts has not been visited yet",
+            x=0.5,
+            xref="x domain",
+            y=0.5,
+            yref="y2 domain",
+            showarrow=False,
+            row=2,
+            col=1,
+        )
+    for row, target, log in ((1, target_cosine, False), (2, target_flatness, True), (3, target_ln_f, True)):
         if target is not None:
             fig.add_hline(y=target, line={"dash": "dash", "color": "#7f7f7f"}, row=row, col=1)
             # Annotations take log10 units on a log axis (`plots.StepAxis`), shapes data units.

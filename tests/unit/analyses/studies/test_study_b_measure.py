@@ -327,14 +327,29 @@ def test_the_walk_figure_names_each_walker_and_places_log_targets_in_log_units()
         "seed 0": records([[1.0], [0.95], [0.9]], [0.0, 0.2, 0.5]),
         "seed 1": records([[1.0, 1.0], [0.97, 0.93]], [0.0, 0.1]),
     }
-    fig = study_b.walk_figure(walks, target_cosine=0.9, target_flatness=0.8)
+    fig = study_b.walk_figure(walks, target_cosine=0.9, target_flatness=0.8, target_ln_f=0.625)
     names = [t.name for t in fig.data if t.showlegend is not False]
     assert names == ["seed 0", "seed 1, walker 0", "seed 1, walker 1"]
     assert list(fig.data[5].y) == [0.1] and list(fig.data[5].customdata) == [1]  # flatness 0 is left out
-    assert [s.y0 for s in fig.layout.shapes] == [0.9, 0.8]
+    assert [s.y0 for s in fig.layout.shapes] == [0.9, 0.8, 0.625]
     # plotly places annotations on a log axis in log10 units: the flatness label sits at the line.
     labels = {a.text: a.y for a in fig.layout.annotations if a.text.startswith("target")}
-    assert labels == {"target 0.9": 0.9, "target 0.8": pytest.approx(math.log10(0.8))}
+    assert labels == {
+        "target 0.9": 0.9,
+        "target 0.8": pytest.approx(math.log10(0.8)),
+        "target 0.625": pytest.approx(math.log10(0.625)),
+    }
+    assert not [a for a in fig.layout.annotations if a.text.startswith("flatness 0")]
+    # A walk that has not covered its bins yet (protocol 3's count) says why its panel is empty.
+    empty = study_b.walk_figure({"seed 0": records([[1.0], [0.95]], [0.0, 0.0])})
+    assert [a.text for a in empty.layout.annotations if a.text.startswith("flatness 0")] == [
+        "flatness 0 at every record: a bin it counts has not been visited yet"
+    ]
+    # protocol 3's halvings target is drawn where its ln f lies: ln f0 / 2 ** halvings
+    from analyses.studies.study_b_settings import PRESETS
+
+    assert study_b_measure._targets(to_dict(PRESETS["protocol-3"])) == (0.9, None, 0.625)
+    assert study_b_measure._targets(to_dict(PRESETS["protocol-2"])) == (0.9, 0.8, None)
 
 
 @pytest.mark.parametrize(
