@@ -67,7 +67,7 @@ class WLMDSettings:
         added=True,
     )
     max_steps: int | None = param(
-        None, "Step budget of the entropy phase with target_cosine [default: steps]."
+        None, "Step budget of the entropy phase with target_cosine or target_halvings [default: steps]."
     )
     report_every: int = param(
         1000,
