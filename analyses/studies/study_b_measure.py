@@ -755,17 +755,34 @@ def markdown_tables(dest: str | Path) -> str:
         text += "\n\n" + _difference_markdown(paired_differences(runs, wlmd, settings))
     if wlmd is not None:
         shown = wlmd.drop(columns=[c for c in ("source",) if c in wlmd.columns])
-        rows = [[_wlmd_cell(v) for v in row] for row in shown.astype(object).to_numpy().tolist()]
-        text += "\n\n" + format_table([str(c) for c in shown.columns], rows)
+        columns = [str(c) for c in shown.columns]
+        rows = [
+            [_wlmd_cell(c, v) for c, v in zip(columns, row)]
+            for row in shown.astype(object).to_numpy().tolist()
+        ]
+        text += "\n\n" + format_table(columns, rows)
     return text
 
 
-def _wlmd_cell(value: Any) -> Any:
-    """A WLMD-table value as it reads best: a whole number (a count, a step; read back as a float
-    where its column has a gap) without decimals, a small flatness in significant digits.
+_COUNTS = (
+    "seed",
+    "samples",
+    "sample_walker",
+    "walls",
+    "entropy_steps",
+    "walk_steps",
+    "walk_visited_bins",
+    "walk_halvings",
+)
+"""The WLMD table's columns of counts and steps (a gap in one reads it back as floats)."""
+
+
+def _wlmd_cell(column: str, value: Any) -> Any:
+    """A WLMD-table value as it reads best: a count or a step without decimals, a small flatness
+    in significant digits.
     """
-    if isinstance(value, float) and value.is_integer():
+    if column in _COUNTS and isinstance(value, float) and value.is_integer():
         return f"{value:.0f}"
-    if isinstance(value, float) and 0 < abs(value) < 1e-3:
+    if column == "walk_flatness" and isinstance(value, float) and 0 < value < 1e-3:
         return f"{value:.2g}"
     return value

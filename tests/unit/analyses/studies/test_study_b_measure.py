@@ -517,13 +517,11 @@ def test_paired_differences_are_seed_by_seed_with_t_intervals_and_tested_seeds_a
 
 def test_the_wlmd_table_prints_counts_as_counts_and_a_small_flatness_in_digits():
     cell = study_b_measure._wlmd_cell
-    assert [cell(229484.0), cell(0.0), cell(3.3e-5), cell(0.9089), cell(7)] == [
-        "229484",
-        "0",
+    assert [cell("walls", 229484.0), cell("seed", 0.0), cell("walk_steps", 7)] == ["229484", "0", 7]
+    assert [cell("walk_flatness", 3.3e-5), cell("walk_flatness", 0.0), cell("walk_cosine_max", 0.9089)] == [
         "3.3e-05",
+        0.0,
         0.9089,
-        7,
     ]
-    assert (
-        math.isnan(cell(float("nan"))) and cell(math.inf) == math.inf
-    )  # formatted as nan / inf by the table
+    assert cell("y_adamw", 10.0) == 10.0  # a measured value keeps the table's four decimals
+    assert math.isnan(cell("walls", float("nan"))) and cell("walk_halvings", math.inf) == math.inf
