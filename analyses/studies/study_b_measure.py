@@ -673,10 +673,8 @@ def _targets(settings: Mapping[str, Any]) -> tuple[float | None, float | None, f
     """The walk's cosine target, the sample's flatness target and the ln f its halvings target
     asks for, of measured settings (as JSON; `walk_figure`'s arguments).
     """
-    wlmd = settings.get("wlmd", {})
-    halvings = wlmd.get("target_halvings")
-    ln_f = None if halvings is None else wlmd.get("ln_f0", WLMDSettings().ln_f0) / 2**halvings
-    return wlmd.get("target_cosine"), settings.get("target_flatness"), ln_f
+    wlmd = from_dict(WLMDSettings, settings.get("wlmd", {}), where="the measured WLMD settings")
+    return wlmd.target_cosine, settings.get("target_flatness"), wlmd.target_ln_f()
 
 
 def record_figures(dest: str | Path) -> dict[str, Any]:

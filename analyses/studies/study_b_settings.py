@@ -186,6 +186,10 @@ class WLMDSettings:
             return 0
         return math.inf if ln_f <= 0 else round(math.log2(self.ln_f0 / ln_f))
 
+    def target_ln_f(self) -> float | None:
+        """The ``ln f`` that `target_halvings` halvings of `ln_f0` reach (None without that target)."""
+        return None if self.target_halvings is None else self.ln_f0 / 2**self.target_halvings
+
     def targets_met(self, record: Mapping[str, Any]) -> bool:
         """Whether a walk record (`interp.wlmd.sampler.walk_record`) meets the walk's targets:
         `target_cosine` (`walk_cosine`) and `target_halvings`, those that are set.

@@ -247,12 +247,12 @@ def test_protocol_3s_preset_is_the_pilots_choice_with_the_documented_targets():
     from analyses.studies.study_b_settings import PRESETS
 
     adopted, _ = decide_cover(cover_table(DOCS.parent / "results" / "study-b" / "pilots" / "cover"))
-    walk = PRESETS["protocol-3"].wlmd
+    walk, before = PRESETS["protocol-3"].wlmd, PRESETS["protocol-2"].wlmd
     for name, value in next(v for v in COVER_VARIANTS if v.name == adopted).overrides:
         assert getattr(walk, name) == value, name
     page = (DOCS / "study_b.md").read_text()
     section = page[page.index("### Protocol 3: fixed before its seeds run") :]
-    assert f"| entropy steps, at least | 100,000 | {walk.steps:,} |" in section
-    assert f"| step budget | 300,000 | {walk.budget():,} |" in section
+    assert f"| entropy steps, at least | {before.steps:,} | {walk.steps:,} |" in section
+    assert f"| step budget | {before.budget():,} | {walk.budget():,} |" in section
     assert f"ln f has been halved {walk.target_halvings} times |" in section
     assert f"its cosine is ≤ {walk.target_cosine}" in section

@@ -229,6 +229,7 @@ def test_the_walk_targets_count_halvings_of_the_classic_schedule():
     wlmd = PRESETS["protocol-3"].wlmd
     assert (wlmd.ln_f0, wlmd.target_halvings, wlmd.target_cosine) == (10.0, 4, 0.9)
     assert [wlmd.halvings(ln_f) for ln_f in (10.0, 5.0, 1.25, 0.625, 0.0)] == [0, 1, 3, 4, math.inf]
+    assert wlmd.target_ln_f() == 0.625 and PRESETS["protocol-2"].wlmd.target_ln_f() is None
     assert wlmd.targets_met({"cosine": [0.85], "ln_f": 0.625})
     assert not wlmd.targets_met({"cosine": [0.85], "ln_f": 1.25})  # 3 halvings
     assert not wlmd.targets_met({"cosine": [0.95], "ln_f": 0.3125})  # the cosine
