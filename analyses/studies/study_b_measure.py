@@ -212,6 +212,37 @@ def _seed_folders(out: str | Path, seeds: Collection[int] | None) -> dict[int, P
     return {s: f for s, f in seed_folders(out).items() if seeds is None or s in seeds}
 
 
+def measured_seeds(out: str | Path, seeds: Collection[int] | None = None) -> dict[int, Path]:
+    """The seed folders under `out` (of `seeds` only, when given) with at least one finished
+    injection run: the ones that have rows in the retention table, and that an export records.
+    """
+    return {
+        s: f
+        for s, f in _seed_folders(out, seeds).items()
+        if any(is_done(f / f"inject-{label}-{noise}") for label in MODELS for noise in NOISES)
+    }
+
+
+def unfinished(out: str | Path, seeds: Collection[int] | None = None) -> dict[int, str]:
+    """Per seed folder under `out` (of `seeds`) with no finished injection yet, where it stands
+    (the stage it is in and, during the walk, the step of its last record), e.g.
+    ``{2: "walking, step 96,000"}``.
+    """
+    done = measured_seeds(out, seeds)
+    where = {}
+    for seed, folder in _seed_folders(out, seeds).items():
+        if seed in done:
+            continue
+        records = walk_records(folder / "wlmd")  # none before the walk's first record
+        if (folder / "wlmd" / "samples").exists():
+            where[seed] = "walk done, injecting"
+        elif records:
+            where[seed] = f"walking, step {records[-1]['step']:,}"
+        else:
+            where[seed] = "training its AdamW model" if (folder / "adamw").exists() else "not started"
+    return where
+
+
 def table(out: str | Path, seeds: Collection[int] | None = None) -> pd.DataFrame:
     """One row per (seed, model, noise) from the finished injection runs under ``out/seed_*``
     (of `seeds` only, when given).
@@ -480,6 +511,10 @@ def export_results(out: str | Path, dest: str | Path, seeds: Collection[int] | N
     ``config.json``, ``metrics.jsonl`` and ``DONE``: a few hundred kB in all, no weights.
     `markdown_tables(dest)` rebuilds the docs tables from them.
 
+    Only seeds with a finished injection run are exported (`measured_seeds`): a seed still
+    walking has no row to add, and its walk is carried by its resumable state instead
+    (scripts/long_runs/study_b_state.py).
+
     Seeds finish one at a time, maybe on different machines, so the records of seeds already in
     `dest` that `out` does not export (another machine's, or an earlier export's) are kept:
     their rows stay in the runs and WLMD tables, and the summary and the mean ranks are
@@ -488,14 +523,21 @@ def export_results(out: str | Path, dest: str | Path, seeds: Collection[int] | N
     ends elsewhere; docs/study_b.md).
 
     Raises:
-        ConfigError: If `dest` holds records measured with other settings.
+        ConfigError: If `dest` holds records measured with other settings, or no seed of `out`
+            (of `seeds`) has a finished injection run.
     """
     import shutil
 
     out, dest = Path(out), Path(dest)
     _check_same_settings(out, dest)
-    write_tables(out, seeds)
-    exported = _seed_folders(out, seeds)
+    exported = measured_seeds(out, seeds)
+    if not exported:
+        where = "; ".join(f"seed {s}: {w}" for s, w in unfinished(out, seeds).items()) or "no seed folders"
+        raise ConfigError(
+            f"nothing to export from {out}: no seed has a finished injection run yet ({where})",
+            "export a seed once interp study-b measure has finished it",
+        )
+    write_tables(out, list(exported))
     dest.mkdir(parents=True, exist_ok=True)
     if (out / SETTINGS_FILE).exists():
         shutil.copyfile(out / SETTINGS_FILE, dest / SETTINGS_FILE)
@@ -721,7 +763,12 @@ def markdown_tables(dest: str | Path) -> str:
     WLMD - AdamW differences (`paired_differences`), and the WLMD table, from `export_results` records.
     """
     dest = Path(dest)
-    runs = pd.read_csv(dest / "study_b_runs.csv")
+    runs = _read_frame(dest / "study_b_runs.csv")
+    if not len(runs):
+        raise ConfigError(
+            f"{dest} holds no finished injection run (its study_b_runs.csv is empty or absent)",
+            "give records that interp study-b measure --export wrote from a finished seed",
+        )
     settings = json.loads((dest / SETTINGS_FILE).read_text()) if (dest / SETTINGS_FILE).exists() else {}
     cap = settings.get("max_steps", "?")
     lines = [

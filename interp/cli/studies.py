@@ -250,7 +250,8 @@ def study_b() -> None:
     type=click.Path(file_okay=False),
     default=None,
     help="Also write the compact records (no weights) here, e.g. results/study-b/protocol-2; the "
-    "records of other seeds already there are kept, so each seed is exported once, when it finishes.",
+    "records of other seeds already there are kept, so each seed is exported once, when it finishes "
+    "(a seed with no finished injection yet is left out, with a note of where it stands).",
 )
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda, cuda:1, ...")
 @click.option(
@@ -314,6 +315,9 @@ def study_b_measure(
     # (another command's) would show as an empty row.
     click.echo(measured.write_tables(out, seed_list).read_text())
     click.echo(f"figures: {len(measured.write_figures(out, seed_list))} HTML files in {out}/seed_*/")
+    for seed, where in measured.unfinished(out, seed_list).items():
+        left_out = "; left out of the records" if export_dir is not None else ""
+        click.echo(f"seed {seed} is not measured yet ({where}): no retention row{left_out}", err=True)
     if export_dir is not None:
         click.echo(f"records: {measured.export_results(out, export_dir, seed_list)}")
 

@@ -390,6 +390,68 @@ def test_records_of_a_folder_without_tables_exit_2(tmp_path, capsys):
     assert info.value.code == 2 and "study_b_runs.csv" in err and len(err.strip().splitlines()) == 1
 
 
+def test_a_seed_still_walking_is_named_and_left_out_of_the_records(measured_2, tmp_path, capsys):
+    """Exporting a seed before its injections finish would commit a row-less seed: it is left
+    out with a note saying where it stands, and an export of only such seeds is refused in one
+    line, writing nothing.
+    """
+    out, _ = measured_2
+    folder = tmp_path / "measure"
+    shutil.copytree(out, folder)
+    walking = folder / "seed_3"
+    shutil.copytree(folder / "seed_0", walking)
+    for run in [*walking.glob("inject-*"), walking / "wlmd" / "samples"]:
+        shutil.rmtree(run)
+    step = study_b.walk_records(walking / "wlmd")[-1]["step"]
+    assert study_b_measure.unfinished(folder) == {3: f"walking, step {step:,}"}
+
+    with pytest.raises(SystemExit) as info:
+        main(
+            [
+                "study-b",
+                "measure",
+                str(folder),
+                "--seeds",
+                "0,3",
+                "--table-only",
+                "--export",
+                str(tmp_path / "r"),
+            ]
+        )
+    assert info.value.code == 0
+    assert (
+        f"seed 3 is not measured yet (walking, step {step:,}): no retention row; left out"
+        in capsys.readouterr().err
+    )
+    assert sorted(p.name for p in (tmp_path / "r").glob("seed_*")) == ["seed_0"]
+    assert set(pd.read_csv(tmp_path / "r" / "study_b_wlmd.csv")["seed"]) == {0}
+
+    with pytest.raises(SystemExit) as info:
+        main(
+            [
+                "study-b",
+                "measure",
+                str(folder),
+                "--seeds",
+                "3",
+                "--table-only",
+                "--export",
+                str(tmp_path / "none"),
+            ]
+        )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert info.value.code == 2 and err[-1].startswith("error: nothing to export")
+    assert f"seed 3: walking, step {step:,}" in err[-1] and not (tmp_path / "none").exists()
+
+
+def test_records_without_a_finished_run_exit_2(tmp_path, capsys):
+    (tmp_path / "study_b_runs.csv").write_text("")  # what an export of a seed still walking once wrote
+    with pytest.raises(SystemExit) as info:
+        main(["study-b", "records", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "no finished injection run" in err and len(err.strip().splitlines()) == 1
+
+
 def test_a_walk_tests_the_claim_only_when_it_reached_both_targets():
     settings = {"wlmd": {"target_cosine": 0.9}, "target_flatness": 0.8}
     assert study_b_measure.untested({"sample_walker_cosine": 0.88, "walk_flatness": 0.85}, settings) is None
