@@ -235,7 +235,7 @@ def unfinished(out: str | Path, seeds: Collection[int] | None = None) -> dict[in
             continue
         records = walk_records(folder / "wlmd")  # none before the walk's first record
         if (folder / "wlmd" / "samples").exists():
-            where[seed] = "walk done, injecting"
+            where[seed] = "walk done, sampling and injecting"
         elif records:
             where[seed] = f"walking, step {records[-1]['step']:,}"
         else:
