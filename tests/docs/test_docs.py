@@ -208,7 +208,7 @@ def test_an_incremental_build_redraws_the_pages_that_read_new_records(tmp_path):
         module["ROOT"] = saved
 
 
-@pytest.mark.parametrize("records", ["protocol-2", "protocol-2-remeasured"])
+@pytest.mark.parametrize("records", ["protocol-2", "protocol-2-remeasured", "protocol-3"])
 def test_study_bs_retention_table_is_the_one_the_committed_records_rebuild(records):
     """docs/study_b.md quotes `interp study-b records results/study-b/RECORDS` as they stand
     (re-export and paste the tables again when a seed's records land).
