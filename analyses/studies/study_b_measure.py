@@ -233,10 +233,9 @@ def unfinished(out: str | Path, seeds: Collection[int] | None = None) -> dict[in
     for seed, folder in _seed_folders(out, seeds).items():
         if seed in done:
             continue
-        records = walk_records(folder / "wlmd")  # none before the walk's first record
         if (folder / "wlmd" / "samples").exists():
             where[seed] = "walk done, sampling and injecting"
-        elif records:
+        elif records := walk_records(folder / "wlmd"):  # none before the walk's first record
             where[seed] = f"walking, step {records[-1]['step']:,}"
         else:
             where[seed] = "training its AdamW model" if (folder / "adamw").exists() else "not started"

@@ -315,11 +315,11 @@ def study_b_measure(
     # (another command's) would show as an empty row.
     click.echo(measured.write_tables(out, seed_list).read_text())
     click.echo(f"figures: {len(measured.write_figures(out, seed_list))} HTML files in {out}/seed_*/")
+    if export_dir is not None:  # refused in one line when no seed named has finished
+        click.echo(f"records: {measured.export_results(out, export_dir, seed_list)}")
     for seed, where in measured.unfinished(out, seed_list).items():
         left_out = "; left out of the records" if export_dir is not None else ""
         click.echo(f"seed {seed} is not measured yet ({where}): no retention row{left_out}", err=True)
-    if export_dir is not None:
-        click.echo(f"records: {measured.export_results(out, export_dir, seed_list)}")
 
 
 def _check_measured(out: Path, seeds: list[int]) -> None:
@@ -353,9 +353,11 @@ def study_b_records(records: str, figures: str | None) -> None:
     """
     from pathlib import Path
 
-    if not (Path(records) / "study_b_runs.csv").exists():
+    runs = Path(records) / "study_b_runs.csv"
+    if not runs.exists() or len(runs.read_text().strip().splitlines()) < 2:  # before the heavy imports
         raise ConfigError(
-            f"{records} holds no study_b_runs.csv", "give a folder written by interp study-b measure --export"
+            f"{records} holds no finished injection run (no study_b_runs.csv, or one without rows)",
+            "give a folder written by interp study-b measure --export from a finished seed",
         )
     from analyses.studies.study_b_measure import markdown_tables, write_record_figures
 
