@@ -402,8 +402,8 @@ def measure(
     """
     out = Path(out)
     path, wanted = out / SETTINGS_FILE, to_dict(settings)
-    if path.exists() and (found := json.loads(path.read_text())) != wanted:
-        key, before, now = _first_difference(found, wanted)
+    if path.exists() and (difference := settings_difference(json.loads(path.read_text()), wanted)):
+        key, before, now = difference
         hint = "add --vectorize, " if key == "wlmd.engine" and now == "loop" else ""
         raise ConfigError(
             f"{out} was measured with other settings ({key}: {before!r}, now {now!r})",
@@ -426,22 +426,23 @@ _ADDED_DEFAULTS = {
 }
 
 
-def _first_difference(
+def settings_difference(
     found: Mapping[str, Any], wanted: Mapping[str, Any], prefix: str = ""
-) -> tuple[str, Any, Any]:
+) -> tuple[str, Any, Any] | None:
     """The first differing setting as ``(dotted key, found value, wanted value)``, nested objects
-    compared key by key (a setting absent reads as its default: the fields added after settings
-    were first written are left out at their defaults, e.g. the loop engine).
+    compared key by key, or None if the settings are the same (a setting absent reads as its
+    default: the fields added after settings were first written are left out at their defaults,
+    e.g. the loop engine).
     """
     for key in dict.fromkeys([*wanted, *found]):
         default = _ADDED_DEFAULTS.get(key)
         before, now = found.get(key, default), wanted.get(key, default)
         if isinstance(before, Mapping) and isinstance(now, Mapping):
             if before != now:
-                return _first_difference(before, now, f"{prefix}{key}.")
+                return settings_difference(before, now, f"{prefix}{key}.")
         elif before != now:
             return f"{prefix}{key}", before, now
-    raise ValueError("the settings do not differ")
+    return None
 
 
 def write_figures(out: str | Path, seeds: Collection[int] | None = None) -> list[Path]:

@@ -383,9 +383,17 @@ AdamW start is <= 0.9 *and* ``ln f`` has been halved 4 times (to 0.625, below 1)
 2's flatness target (the histogram restarts at each one); a walk short of either target is
 reported as not testing the claim."""
 
+PROTOCOL_4 = dataclasses.replace(PROTOCOL_3, wlmd=dataclasses.replace(PROTOCOL_3.wlmd, max_steps=300_000))
+"""Protocol 4 (docs/study_b.md, "Protocol 4: fixed before protocol 3's seeds 1 and 2 end"):
+protocol 3 with a step budget of 3 * 10^5 instead of 1.5 * 10^5, nothing else changed. The
+budget does not enter the dynamics, so each seed's protocol-4 walk is its protocol-3 walk
+continued from its final state (`study_b_state.restore_state` with these settings); a walk that
+met its targets within protocol 3's budget ends where it ended."""
+
 PRESETS = {
     "cpu": StudyBSettings(),
     "protocol-2": PROTOCOL_2,
     "protocol-2-walkers": PROTOCOL_2_WALKERS,
     "protocol-3": PROTOCOL_3,
+    "protocol-4": PROTOCOL_4,
 }

@@ -21,17 +21,27 @@ then the same ``interp study-b measure out ...`` resumes each walk from its newe
 finished walk's production samples and the injections are not part of the state: they are
 recomputed from the restored walk (minutes, not hours).
 
+A protocol that only raises the walk budget (protocol 4 extends protocol 3's) continues the
+walks instead of repeating them: `restore_state(dest, out, settings)` with the new settings
+checks that they change nothing but ``wlmd.max_steps``, and measuring `out` with them walks on
+from each walk's final state.
+
 Command line: ``python scripts/long_runs/study_b_state.py export OUT DEST`` and
-``... restore DEST OUT``.
+``... restore DEST OUT [--preset NAME]``.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
+from collections.abc import Collection
 from pathlib import Path
+from typing import Any
 
 from analyses.studies.study_b import WALK_FILE, walk_records
-from analyses.studies.study_b_measure import SETTINGS_FILE, compact_walk
+from analyses.studies.study_b_measure import SETTINGS_FILE, compact_walk, settings_difference
+from analyses.studies.study_b_settings import StudyBSettings
+from interp.config import to_dict
 from interp.errors import CheckpointError, ConfigError
 from interp.store import checkpoint_dir, list_checkpoints
 from interp.store.atomic import atomic_write_json
@@ -93,40 +103,102 @@ def export_state(out: str | Path, dest: str | Path) -> dict[int, int]:
     return sizes
 
 
-def restore_state(dest: str | Path, out: str | Path) -> list[int]:
+def restore_state(
+    dest: str | Path,
+    out: str | Path,
+    settings: StudyBSettings | None = None,
+    seeds: Collection[int] | None = None,
+) -> list[int]:
     """Copy the state exported to `dest` into `out`, for the seeds `out` has no folder of.
 
     A seed folder that exists in `out` is left alone (its runs may be newer than the state, or
     training now).
 
+    Args:
+        dest: The exported state (`export_state`'s `dest`).
+        out: The folder to resume in.
+        settings: None to resume under the exported settings; or settings that differ from them
+            only by a larger walk budget (``wlmd.max_steps``), to continue walks that ended at
+            their budget under a protocol that extends it. The budget does not enter the
+            dynamics, so the continued walk is the one a larger budget would have walked from
+            the start; `out` is then measured with `settings` (its production samples and
+            injections are recomputed from where the longer walk ends).
+        seeds: The seeds to restore (None: every exported one), e.g. only the walks that
+            ended, to continue them while the others still walk.
+
     Returns:
         The seeds restored.
 
     Raises:
-        ConfigError: If `dest` holds no exported state, or `out`'s settings differ from it.
+        ConfigError: If `dest` holds no exported state (or none of a seed asked for),
+            `settings` change more than a larger budget, or `out`'s settings differ from what
+            it is restored with.
     """
     dest, out = Path(dest), Path(out)
     _recover(dest)
-    seeds = {s: f for s, f in seed_folders(dest).items() if (f / "wlmd" / WALK_FILE).exists()}
-    if not seeds:
+    exported_seeds = {s: f for s, f in seed_folders(dest).items() if (f / "wlmd" / WALK_FILE).exists()}
+    if not exported_seeds:
         raise ConfigError(f"{dest} holds no exported walk state", "give the DEST of study_b_state.py export")
-    if (dest / SETTINGS_FILE).exists():
-        here = out / SETTINGS_FILE
-        if here.exists() and here.read_text() != (dest / SETTINGS_FILE).read_text():
+    if missing := sorted(set(seeds or ()) - set(exported_seeds)):
+        raise ConfigError(
+            f"{dest} holds no walk state of seed {', '.join(map(str, missing))}",
+            f"choose from {', '.join(map(str, exported_seeds))}",
+        )
+    exported = json.loads((dest / SETTINGS_FILE).read_text()) if (dest / SETTINGS_FILE).exists() else None
+    wanted = exported
+    if settings is not None:
+        if exported is None:
             raise ConfigError(
-                f"{out} was measured with other settings than the state in {dest}",
+                f"{dest} holds no {SETTINGS_FILE}: nothing says which settings its walks ran with",
+                "restore it without settings",
+            )
+        wanted = to_dict(settings)
+        _check_extends(exported, wanted, dest)
+    if wanted is not None:
+        here = out / SETTINGS_FILE
+        if here.exists() and settings_difference(json.loads(here.read_text()), wanted):
+            raise ConfigError(
+                f"{out} was measured with other settings than the state in {dest} is restored with",
                 "restore into a new folder",
             )
         out.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(dest / SETTINGS_FILE, here)
+        atomic_write_json(here, wanted)
     restored = []
-    for seed, folder in seeds.items():
+    for seed, folder in exported_seeds.items():
+        if seeds is not None and seed not in seeds:
+            continue
         target = out / folder.name
         if target.exists():  # its runs may be newer than the state, or training now
             continue
         shutil.copytree(folder, target)
         restored.append(seed)
     return restored
+
+
+def _check_extends(exported: dict[str, Any], wanted: dict[str, Any], dest: Path) -> None:
+    """Refuse `wanted` settings unless they are the `exported` ones with an equal or larger
+    ``wlmd.max_steps`` (a smaller one would end walks that already went past it).
+    """
+    if difference := settings_difference(_without_budget(exported), _without_budget(wanted)):
+        key, before, now = difference
+        raise ConfigError(
+            f"the walks in {dest} ran with {key} = {before!r}, not {now!r}: only a larger "
+            "wlmd.max_steps continues them",
+            "restore them with their own settings, or measure the new settings in a new folder",
+        )
+    old, new = exported["wlmd"].get("max_steps"), wanted["wlmd"].get("max_steps")
+    if old is None or new is None or new < old:
+        raise ConfigError(
+            f"the walks in {dest} ran with wlmd.max_steps = {old!r}, not {new!r}: only a larger "
+            "budget continues them",
+            "restore them with their own settings" if old is None else f"give wlmd.max_steps >= {old}",
+        )
+
+
+def _without_budget(settings: dict[str, Any]) -> dict[str, Any]:
+    """`settings` without ``wlmd.max_steps``."""
+    wlmd = {key: value for key, value in settings["wlmd"].items() if key != "max_steps"}
+    return {**settings, "wlmd": wlmd}
 
 
 def _recover(dest: Path) -> None:

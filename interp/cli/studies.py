@@ -241,8 +241,9 @@ def study_b() -> None:
     show_default=True,
     help="Base settings: the first CPU-scale protocol; protocol 2 (long walks, unconstrained "
     "injections); protocol 2 with three walkers from their own AdamW models (a shorter road that "
-    "failed on seed 0, kept so its records rebuild); or protocol 3 (protocol 2 with the classic "
-    "ln f schedule from 10, linear grid edges and a target of 4 halvings).",
+    "failed on seed 0, kept so its records rebuild); protocol 3 (protocol 2 with the classic "
+    "ln f schedule from 10, linear grid edges and a target of 4 halvings); or protocol 4 (protocol 3 "
+    "with twice its step budget, continuing its walks).",
 )
 @click.option(
     "--export",

@@ -236,6 +236,10 @@ def test_the_walk_targets_count_halvings_of_the_classic_schedule():
     assert not wlmd.targets_met({"cosine": [float("nan")], "ln_f": 0.3125})  # a diverged walker
     assert PRESETS["protocol-2"].wlmd.targets_met({"cosine": [0.85], "ln_f": 0.01})  # no halving target
     assert PRESETS["protocol-3"].wlmd.budget() == 150_000 and PRESETS["protocol-3"].target_flatness is None
+    # Protocol 4 is protocol 3 with twice the budget, and nothing else (so it continues its walks).
+    protocol_3, protocol_4 = to_dict(PRESETS["protocol-3"]), to_dict(PRESETS["protocol-4"])
+    assert study_b_measure.settings_difference(protocol_3, protocol_4) == ("wlmd.max_steps", 150_000, 300_000)
+    assert study_b_measure.settings_difference(protocol_4, protocol_4) is None
     with pytest.raises(ConfigError, match="target_halvings .*ln_f_schedule"):
         settings_with({"wlmd": {"target_halvings": 2}})  # the ramp never halves
     settings = to_dict(PRESETS["protocol-3"])
@@ -460,8 +464,10 @@ def test_the_median_walker_or_every_walker_decides_the_cosine_and_starts_are_own
     # A folder measured before the fields existed names the default it ran with, not None.
     old = to_dict(PRESETS["protocol-2"])
     assert "walker_starts" not in old
-    assert study_b_measure._first_difference(old, to_dict(walkers))[0] == "wlmd.steps"  # 10^5, now 10^4
-    assert study_b_measure._first_difference({**old, "wlmd": to_dict(walkers)["wlmd"]}, to_dict(walkers)) == (
+    assert study_b_measure.settings_difference(old, to_dict(walkers))[0] == "wlmd.steps"  # 10^5, now 10^4
+    assert study_b_measure.settings_difference(
+        {**old, "wlmd": to_dict(walkers)["wlmd"]}, to_dict(walkers)
+    ) == (
         "walker_starts",
         "source",
         "own",

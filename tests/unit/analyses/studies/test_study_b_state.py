@@ -106,13 +106,23 @@ def _stop_carry_resume(straight, settings, tmp_path, monkeypatch):
     assert restore_state(state, second) == [0]
     study_b_measure.measure(second, seeds=(0,), settings=settings)
 
-    records, step, sampler = _walk_state(second)
-    expected_records, expected_step, expected = _walk_state(straight)
-    assert [r["step"] for r in records] == [0, 3, 6, 9] and step == expected_step == 9
+    _assert_same_measurement(second, straight, resumed_at=6)
+    return carried
+
+
+def _assert_same_measurement(out, reference, resumed_at):
+    """`out`'s walk of seed 0 (resumed from its step `resumed_at`) has every record and every
+    tensor of its final state as `reference`'s uninterrupted walk, and the same injections.
+    """
+    records, step, sampler = _walk_state(out)
+    expected_records, expected_step, expected = _walk_state(reference)
+    assert [r["step"] for r in records] == [r["step"] for r in expected_records]
+    assert step == expected_step > resumed_at
     # Every record as the uninterrupted walk wrote it (S, which only the last record keeps once
-    # exported, compared where both kept it).
+    # exported, compared where both kept it: from the first record written after the resume).
     assert study_b_measure.compact_walk(records) == study_b_measure.compact_walk(expected_records)
-    assert [r["S"] for r in records[1:]] == [r["S"] for r in expected_records[1:]]
+    after = [i for i, r in enumerate(records) if r["step"] > resumed_at]
+    assert [records[i]["S"] for i in after] == [expected_records[i]["S"] for i in after]
     for name, value in expected.items():
         if isinstance(value, torch.Tensor):
             assert torch.equal(sampler[name], value), name
@@ -120,11 +130,62 @@ def _stop_carry_resume(straight, settings, tmp_path, monkeypatch):
             assert sampler[name] == value, name
     # ... and the injections that follow start from the same WLMD sample.
     assert (
-        study_b_measure.table(second)
+        study_b_measure.table(out)
         .drop(columns="source")
-        .equals(study_b_measure.table(straight).drop(columns="source"))
+        .equals(study_b_measure.table(reference).drop(columns="source"))
     )
-    return carried
+
+
+# Protocol 4's move at toy scale: the same walk with a larger budget (15 steps, not 9).
+LONGER = settings_with({"wlmd": {"max_steps": 15}}, CHUNKED)
+
+
+def test_a_walk_ended_at_its_budget_continues_under_a_larger_one_as_if_given_from_the_start(
+    straight, tmp_path_factory, tmp_path
+):
+    reference = _measured(tmp_path_factory, "straight-longer", LONGER)
+    state = tmp_path / "state"
+    export_state(straight, state)  # the walk ended at its budget: step 9, sampled and injected
+    longer = tmp_path / "longer"
+    assert restore_state(state, longer, LONGER, seeds=[0]) == [0]
+    with pytest.raises(ConfigError, match="max_steps: 15, now 9"):
+        study_b_measure.measure(longer, seeds=(0,), settings=CHUNKED)  # measured with the new budget now
+    study_b_measure.measure(longer, seeds=(0,), settings=LONGER)
+    assert [r["step"] for r in study_b.walk_records(seed_folder(longer, 0) / "wlmd")][-3:] == [9, 12, 15]
+    _assert_same_measurement(longer, reference, resumed_at=9)
+
+
+def test_only_a_larger_budget_continues_an_exported_walk(straight, tmp_path, capsys):
+    state = tmp_path / "state"
+    export_state(straight, state)
+    for settings, message in [
+        (
+            settings_with({"wlmd": {"dt": 2e-3}}, LONGER),
+            r"ran with wlmd\.dt = 0\.001, not 0\.002: only a larger",
+        ),
+        (settings_with({"max_steps": 4}, LONGER), "ran with max_steps = 3, not 4"),  # the injection cap
+        (settings_with({"wlmd": {"max_steps": 6}}, CHUNKED), "max_steps = 9, not 6: only a larger budget"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            restore_state(state, tmp_path / "out", settings)
+    with pytest.raises(ConfigError, match="no walk state of seed 1, 2 .*choose from 0"):
+        restore_state(state, tmp_path / "out", seeds=[0, 1, 2])
+    assert not (tmp_path / "out").exists()  # nothing written by a refused restore
+    assert restore_state(state, tmp_path / "out", CHUNKED) == [0]  # the same budget: a plain restore
+    with pytest.raises(ConfigError, match="other settings"):  # then not under another budget
+        restore_state(state, tmp_path / "out", LONGER)
+    script = _script()
+    for argv, message in [
+        (["--preset", "protocol-4"], "ran with p = 7, not 67: only a larger wlmd.max_steps continues them"),
+        (["--seeds", "0-x"], "--seeds '0-x' is not a seed list"),
+        (["--preset", "protocol-9"], "invalid choice: 'protocol-9'"),
+    ]:
+        with pytest.raises(SystemExit) as info:
+            script.main(["restore", str(state), str(tmp_path / "by-script"), *argv])
+        assert info.value.code == 2 and message in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:
+        script.main(["export", str(straight), str(state), "--seeds", "0"])
+    assert info.value.code == 2 and "--preset and --seeds are for restore" in capsys.readouterr().err
 
 
 def test_a_second_export_replaces_the_first_and_restore_keeps_a_local_walk(straight, tmp_path, capsys):
