@@ -27,7 +27,7 @@ checks that they change nothing but ``wlmd.max_steps``, and measuring `out` with
 from each walk's final state.
 
 Command line: ``python scripts/long_runs/study_b_state.py export OUT DEST`` and
-``... restore DEST OUT [--preset NAME]``.
+``... restore DEST OUT [--preset NAME] [--seeds LIST]``.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from typing import Any
 
 from analyses.studies.study_b import WALK_FILE, walk_records
 from analyses.studies.study_b_measure import SETTINGS_FILE, compact_walk, settings_difference
-from analyses.studies.study_b_settings import StudyBSettings
+from analyses.studies.study_b_settings import StudyBSettings, settings_with
 from interp.config import to_dict
 from interp.errors import CheckpointError, ConfigError
 from interp.store import checkpoint_dir, list_checkpoints
@@ -109,7 +109,8 @@ def restore_state(
     settings: StudyBSettings | None = None,
     seeds: Collection[int] | None = None,
 ) -> list[int]:
-    """Copy the state exported to `dest` into `out`, for the seeds `out` has no folder of.
+    """Copy the state exported to `dest` into `out`, for the seeds `out` has no folder of (of
+    `seeds`, when given), to be measured with the exported `settings` or a larger walk budget.
 
     A seed folder that exists in `out` is left alone (its runs may be newer than the state, or
     training now).
@@ -152,14 +153,15 @@ def restore_state(
                 f"{dest} holds no {SETTINGS_FILE}: nothing says which settings its walks ran with",
                 "restore it without settings",
             )
+        _check_extends(exported, settings, dest)
         wanted = to_dict(settings)
-        _check_extends(exported, wanted, dest)
     if wanted is not None:
         here = out / SETTINGS_FILE
-        if here.exists() and settings_difference(json.loads(here.read_text()), wanted):
+        if here.exists() and (difference := settings_difference(json.loads(here.read_text()), wanted)):
+            key, before, now = difference
             raise ConfigError(
-                f"{out} was measured with other settings than the state in {dest} is restored with",
-                "restore into a new folder",
+                f"{out} was measured with {key} = {before!r}, not the {now!r} it is restored with",
+                "restore with the settings it was measured with (--preset), or into a new folder",
             )
         out.mkdir(parents=True, exist_ok=True)
         atomic_write_json(here, wanted)
@@ -175,23 +177,37 @@ def restore_state(
     return restored
 
 
-def _check_extends(exported: dict[str, Any], wanted: dict[str, Any], dest: Path) -> None:
-    """Refuse `wanted` settings unless they are the `exported` ones with an equal or larger
-    ``wlmd.max_steps`` (a smaller one would end walks that already went past it).
+def _check_extends(exported: dict[str, Any], settings: StudyBSettings, dest: Path) -> None:
+    """Refuse `settings` unless they are the `exported` ones with an equal or larger walk budget,
+    larger only where the exported walks ended at the end of a chunk.
+
+    A walk advances in chunks of ``report_every`` steps and checks its targets at their ends, so
+    a walk that ended at its budget walks on as if given the larger one from the start only if
+    that budget was a chunk's end.
+
+    Raises:
+        ConfigError: Naming the first other setting, or the two budgets.
     """
-    if difference := settings_difference(_without_budget(exported), _without_budget(wanted)):
+    if difference := settings_difference(_without_budget(exported), _without_budget(to_dict(settings))):
         key, before, now = difference
         raise ConfigError(
             f"the walks in {dest} ran with {key} = {before!r}, not {now!r}: only a larger "
             "wlmd.max_steps continues them",
             "restore them with their own settings, or measure the new settings in a new folder",
         )
-    old, new = exported["wlmd"].get("max_steps"), wanted["wlmd"].get("max_steps")
-    if old is None or new is None or new < old:
+    old, new = settings_with(exported).wlmd, settings.wlmd
+    if new.budget() < old.budget():
         raise ConfigError(
-            f"the walks in {dest} ran with wlmd.max_steps = {old!r}, not {new!r}: only a larger "
-            "budget continues them",
-            "restore them with their own settings" if old is None else f"give wlmd.max_steps >= {old}",
+            f"the walks in {dest} may have walked {old.budget()} steps, more than the new budget of "
+            f"{new.budget()}",
+            f"give wlmd.max_steps >= {old.budget()}",
+        )
+    if new.budget() > old.budget() and old.budget() % old.report_every:
+        raise ConfigError(
+            f"the walks in {dest} ended at step {old.budget()}, inside a {old.report_every}-step chunk: "
+            "walked on, they would check their targets at other steps than a walk given the larger "
+            "budget from the start",
+            "measure the new settings in a new folder",
         )
 
 

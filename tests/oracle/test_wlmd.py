@@ -79,14 +79,20 @@ def _tiny():
     return model, splits, ModelCVs(model, splits["train"], splits["test"], k=6.0), run_config
 
 
-def _model_config(radius: float) -> WLMDConfig:
+RAMP = Schedule(ln_f_max=0.05, rise=4, plateau=4, decay_tau=4)
+# The classic schedule, halving at every check (any visited histogram is 0-flat): its halvings
+# straddle the resume below.
+HALVING = Schedule(kind="flat", ln_f0=0.05, flatness=0.0, check_every=2)
+
+
+def _model_config(radius: float, schedule: Schedule = RAMP) -> WLMDConfig:
     return WLMDConfig(
         grid=GridSpec((-8.0, 3.0), (0.0, 10.5), 11, 21),
         dt=0.01,
         radius=radius,
         share_every=3,
         seed=2,
-        schedule=Schedule(ln_f_max=0.05, rise=4, plateau=4, decay_tau=4),
+        schedule=schedule,
     )
 
 
@@ -104,17 +110,19 @@ def test_model_cvs_are_log_loss_and_smooth_accuracy():
     )
 
 
-def test_resume_from_a_checkpoint_is_bit_identical(tmp_path):
+@pytest.mark.parametrize("schedule", [RAMP, HALVING], ids=["ramp", "halving"])
+def test_resume_from_a_checkpoint_is_bit_identical(tmp_path, schedule):
     model, _, cvs, run_config = _tiny()
     radius = cvs.flatten().norm().item()
     theta0 = torch.stack([cvs.flatten(), cvs.flatten() * 1.01])
-    straight = wlmd_run(
-        tmp_path / "a", run_config, cvs, theta0, _model_config(radius), 12, checkpoint_every=100
-    )
-    wlmd_run(tmp_path / "b", run_config, cvs, theta0, _model_config(radius), 6, checkpoint_every=100)
-    resumed = wlmd_run(tmp_path / "b", run_config, cvs, None, _model_config(radius), 12, checkpoint_every=100)
+    config = _model_config(radius, schedule)
+    straight = wlmd_run(tmp_path / "a", run_config, cvs, theta0, config, 12, checkpoint_every=100)
+    wlmd_run(tmp_path / "b", run_config, cvs, theta0, config, 6, checkpoint_every=100)
+    resumed = wlmd_run(tmp_path / "b", run_config, cvs, None, config, 12, checkpoint_every=100)
     a, b = straight.state_dict(), resumed.state_dict()
     assert a.keys() == b.keys() and a["step"] == 12
+    if schedule.kind == "flat":
+        assert resumed.current_ln_f() == schedule.ln_f0 / 2**6  # halved at steps 2, 4, ..., 12
     for key in a:
         assert torch.equal(a[key], b[key]) if isinstance(a[key], torch.Tensor) else a[key] == b[key], key
     assert (straight.theta.norm(dim=1) - radius).abs().max().item() < 1e-6 * radius

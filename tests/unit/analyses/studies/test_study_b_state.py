@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ import torch
 from analyses.studies import study_b, study_b_measure
 from analyses.studies.study_b_settings import settings_with
 from analyses.studies.study_b_state import export_state, restore_state
+from interp.config import to_dict
 from interp.errors import ConfigError
 from interp.store import list_checkpoints
 from interp.store.checkpoint import load_checkpoint
@@ -164,7 +167,10 @@ def test_only_a_larger_budget_continues_an_exported_walk(straight, tmp_path, cap
             r"ran with wlmd\.dt = 0\.001, not 0\.002: only a larger",
         ),
         (settings_with({"max_steps": 4}, LONGER), "ran with max_steps = 3, not 4"),  # the injection cap
-        (settings_with({"wlmd": {"max_steps": 6}}, CHUNKED), "max_steps = 9, not 6: only a larger budget"),
+        (
+            settings_with({"wlmd": {"max_steps": 6}}, CHUNKED),
+            "may have walked 9 steps, more than the new budget of 6",
+        ),
     ]:
         with pytest.raises(ConfigError, match=message):
             restore_state(state, tmp_path / "out", settings)
@@ -172,8 +178,26 @@ def test_only_a_larger_budget_continues_an_exported_walk(straight, tmp_path, cap
         restore_state(state, tmp_path / "out", seeds=[0, 1, 2])
     assert not (tmp_path / "out").exists()  # nothing written by a refused restore
     assert restore_state(state, tmp_path / "out", CHUNKED) == [0]  # the same budget: a plain restore
-    with pytest.raises(ConfigError, match="other settings"):  # then not under another budget
-        restore_state(state, tmp_path / "out", LONGER)
+    with pytest.raises(ConfigError, match=r"max_steps = 9, not the 15 .*\(restore with the settings"):
+        restore_state(state, tmp_path / "out", LONGER)  # then not under another budget
+
+    # Only the seeds asked for (a second exported seed, as a copy of the first).
+    shutil.copytree(state / "seed_0", state / "seed_1")
+    assert restore_state(state, tmp_path / "one", LONGER, seeds=[1]) == [1]
+    assert sorted(p.name for p in (tmp_path / "one").iterdir()) == ["seed_1", "settings.json"]
+    # A budget that ended inside a chunk (9 steps in chunks of 4): walked on, its chunks and target
+    # checks would fall on other steps than those of a walk given the larger budget from the start.
+    unaligned = tmp_path / "unaligned"
+    shutil.copytree(state, unaligned)
+    (unaligned / "settings.json").write_text(
+        json.dumps(to_dict(settings_with({"wlmd": {"report_every": 4}}, CHUNKED)))
+    )
+    with pytest.raises(ConfigError, match="ended at step 9, inside a 4-step chunk"):
+        restore_state(unaligned, tmp_path / "out-2", settings_with({"wlmd": {"report_every": 4}}, LONGER))
+    (unaligned / "settings.json").unlink()  # an older export: nothing says what its walks ran with
+    with pytest.raises(ConfigError, match="no settings.json: nothing says which settings"):
+        restore_state(unaligned, tmp_path / "out-2", LONGER)
+    assert not (tmp_path / "out-2").exists()
     script = _script()
     for argv, message in [
         (["--preset", "protocol-4"], "ran with p = 7, not 67: only a larger wlmd.max_steps continues them"),
@@ -203,7 +227,7 @@ def test_a_second_export_replaces_the_first_and_restore_keeps_a_local_walk(strai
     other = tmp_path / "other"
     other.mkdir()
     (other / "settings.json").write_text("{}")
-    with pytest.raises(ConfigError, match="other settings"):
+    with pytest.raises(ConfigError, match="other was measured with p = None, not the 7 it is restored with"):
         restore_state(state, other)
 
 
@@ -236,8 +260,6 @@ def test_a_walk_that_named_its_start_by_absolute_path_still_resumes(straight, tm
     absolute path is the same checkpoint; one naming another checkpoint is another run.
     """
     import dataclasses
-    import json
-    import shutil
 
     old = tmp_path / "old"
     shutil.copytree(straight, old)
