@@ -208,7 +208,7 @@ def test_an_incremental_build_redraws_the_pages_that_read_new_records(tmp_path):
         module["ROOT"] = saved
 
 
-@pytest.mark.parametrize("records", ["protocol-2", "protocol-2-remeasured", "protocol-3"])
+@pytest.mark.parametrize("records", ["protocol-2", "protocol-2-remeasured", "protocol-3", "protocol-4"])
 def test_study_bs_retention_table_is_the_one_the_committed_records_rebuild(records):
     """docs/study_b.md quotes `interp study-b records results/study-b/RECORDS` as they stand
     (re-export and paste the tables again when a seed's records land).
@@ -216,11 +216,31 @@ def test_study_bs_retention_table_is_the_one_the_committed_records_rebuild(recor
     from analyses.studies.study_b_measure import markdown_tables
 
     tables = markdown_tables(DOCS.parent / "results" / "study-b" / records).split("\n\n")
-    assert tables[0].startswith("| noise |") and "| 0 |" in tables[0]
+    assert tables[0].startswith("| noise |") and re.search(r"^\| random \| \d+ \|", tables[0], re.M)
     page = (DOCS / "study_b.md").read_text()
     for table in tables:  # the retention table and, from two seeds on, the paired differences
         if table.startswith("| noise |"):
             assert table in page, table.splitlines()[0]
+
+
+def test_protocol_4_repeats_protocol_3_for_every_seed_whose_walk_ended_before_protocol_3s_budget():
+    """Protocol 4 only raises protocol 3's budget, so a seed whose protocol-3 walk ended before
+    that budget walked the same walk under both: its committed rows must be equal.
+    """
+    import pandas as pd
+
+    from analyses.studies.study_b_settings import PRESETS
+
+    base = DOCS.parent / "results" / "study-b"
+    budget = PRESETS["protocol-3"].wlmd.budget()
+    walks = pd.read_csv(base / "protocol-3" / "study_b_wlmd.csv")
+    ended = set(walks.loc[walks["walk_steps"] < budget, "seed"])
+    runs = {name: pd.read_csv(base / name / "study_b_runs.csv") for name in ("protocol-3", "protocol-4")}
+    both = sorted(ended & set(runs["protocol-4"]["seed"]))
+    assert both, "no seed to compare: protocol 4 has no record of a walk that ended early"
+    for seed in both:
+        rows = [frame[frame["seed"] == seed].reset_index(drop=True) for frame in runs.values()]
+        pd.testing.assert_frame_equal(*rows)
 
 
 def test_protocol_3s_decision_is_the_one_the_committed_pilots_give():
