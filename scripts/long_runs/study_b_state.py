@@ -43,9 +43,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{args.source} is not a folder")
     if args.action == "export" and (args.preset or args.seeds):
         parser.error("--preset and --seeds are for restore: an export carries every seed as measured")
-    from analyses.studies.study_b_state import export_state, restore_state
     from interp.cli.options import parse_seeds
     from interp.errors import InterpError
+
+    try:  # the seed list is checked before the heavy imports (torch, via study_b)
+        wanted = parse_seeds(args.seeds) if args.seeds else None
+    except InterpError as err:
+        parser.error(str(err))
+    from analyses.studies.study_b_state import export_state, restore_state
 
     try:
         if args.action == "export":
@@ -56,7 +61,6 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"no walk in {args.source} yet: nothing exported")
         else:
             settings = PRESETS[args.preset] if args.preset else None
-            wanted = parse_seeds(args.seeds) if args.seeds else None
             seeds = restore_state(args.source, args.target, settings, wanted)
             print(f"restored seeds {seeds or 'none (each already has a walk there)'} into {args.target}")
     except InterpError as err:
