@@ -280,35 +280,50 @@ def summary(frame: pd.DataFrame) -> pd.DataFrame:
     return result
 
 
+_SAMPLE_COLUMNS = (
+    "x_wlmd",
+    "y_wlmd",
+    "sample_walker",
+    "sample_walker_cosine",
+    "cosine_adamw_wlmd",
+    "distance_adamw_wlmd",
+)
+"""`wlmd_frame`'s columns of the injected sample (empty for a seed without one)."""
+
+
 def wlmd_frame(out: str | Path, seeds: Collection[int] | None = None) -> pd.DataFrame:
     """Per seed: the AdamW model's (x, y), the injected WLMD sample's (`injected_sample`), its
-    walker and that walker's cosine to its own start at the walk's end, and the cosine between
-    the sample and the seed's AdamW model.
+    walker and that walker's cosine to its own start at the walk's end, the cosine between the
+    sample and the seed's AdamW model, and how far the walk came (`walk_summary`).
+
+    A seed whose production found no snapshot in the window (``samples`` 0) keeps its AdamW
+    start and its walk, so its row tells "no sample" apart from "no walk"; the sample's
+    columns are then empty.
     """
     rows, settings = [], measured_settings(out)
     for seed, folder in _seed_folders(out, seeds).items():
-        chosen = _injected(folder / "wlmd", settings)
-        if chosen is None:
+        if not (folder / "wlmd").exists():  # not walked yet
             rows.append({"seed": seed, "samples": 0})
             continue
-        samples = folder / "wlmd" / "samples"
-        sample, walker, walker_cosine = checkpoint_dir(samples, chosen[0]), chosen[1], chosen[2]
         entropy = read_metrics(folder / "wlmd" / "entropy")
-        x0, y0 = source_cvs(folder / "adamw")
-        x, y = source_cvs(sample)
-        cos = cosine_frame({"x": (folder / "adamw", sample)}).iloc[0]
+        row: dict[str, Any] = {"seed": seed, "samples": 0}
+        row["x_adamw"], row["y_adamw"] = source_cvs(folder / "adamw")
+        row.update(dict.fromkeys(_SAMPLE_COLUMNS))  # the same columns, in one order, with or without a sample
+        chosen = _injected(folder / "wlmd", settings)
+        if chosen is not None:
+            samples = folder / "wlmd" / "samples"
+            sample = checkpoint_dir(samples, chosen[0])
+            cos = cosine_frame({"x": (folder / "adamw", sample)}).iloc[0]
+            row["samples"] = len(list_checkpoints(samples))
+            row["x_wlmd"], row["y_wlmd"] = source_cvs(sample)
+            row["sample_walker"], row["sample_walker_cosine"] = chosen[1], chosen[2]
+            row["cosine_adamw_wlmd"], row["distance_adamw_wlmd"] = (
+                float(cos["cosine"]),
+                float(cos["distance"]),
+            )
         rows.append(
             {
-                "seed": seed,
-                "samples": len(list_checkpoints(samples)),
-                "x_adamw": x0,
-                "y_adamw": y0,
-                "x_wlmd": x,
-                "y_wlmd": y,
-                "sample_walker": walker,
-                "sample_walker_cosine": walker_cosine,
-                "cosine_adamw_wlmd": float(cos["cosine"]),
-                "distance_adamw_wlmd": float(cos["distance"]),
+                **row,
                 "walls": entropy[-1]["walls"] if entropy else None,
                 "entropy_steps": entropy[-1]["step"] if entropy else 0,
                 **walk_summary(folder / "wlmd", settings.wlmd),
@@ -625,11 +640,15 @@ def _status(row: pd.Series, cap: int) -> str:
 
 
 def untested(walk: pd.Series | Mapping[str, Any], settings: Mapping[str, Any]) -> str | None:
-    """Why a seed's WLMD sample does not test the claim, or None when it does: its walker's
+    """Why a seed's WLMD sample does not test the claim, or None when it does: no sample at all
+    (production found no snapshot in the window, so only AdamW was injected), its walker's
     cosine to its own start above the walk's `target_cosine`, the walk's flatness below
     `target_flatness`, or its ``ln f`` halved fewer than `target_halvings` times (`walk` is a
     `wlmd_frame` row; `settings` the measured settings as JSON).
     """
+    samples = walk.get("samples")
+    if samples is not None and not pd.isna(samples) and samples == 0:
+        return "no production sample in the window"
     reasons = []
     target = settings.get("wlmd", {}).get("target_cosine")
     cosine = walk.get("sample_walker_cosine", walk.get("walk_cosine_max"))
@@ -784,8 +803,8 @@ def markdown_tables(dest: str | Path) -> str:
             stop = [_status(c.iloc[0], cap) if len(c) else "-" for c in cells.values()]
             walk = wlmd[wlmd["seed"] == seed] if wlmd is not None else None
             reason = untested(walk.iloc[0], settings) if walk is not None and len(walk) else None
-            if reason and len(cells["wlmd"]):
-                stop[1] = f"**claim not tested** ({reason}); {stop[1]}"
+            if reason:
+                stop[1] = f"**claim not tested** ({reason})" + (f"; {stop[1]}" if len(cells["wlmd"]) else "")
             cos = [f"{c['cosine_before_after'].iloc[0]:.3f}" if len(c) else "-" for c in cells.values()]
             lines.append(f"| {noise} | {seed} | {' | '.join(acc)} | {' | '.join(stop)} | {' | '.join(cos)} |")
         means = [sub[sub["model"] == m] for m in MODELS]

@@ -451,6 +451,41 @@ def test_a_walk_tests_the_claim_only_when_it_reached_both_targets():
     assert study_b_measure.untested({"walk_cosine_max": 0.997, "walk_flatness": 0.1}, {"wlmd": {}}) is None
 
 
+def test_a_walk_whose_production_finds_no_sample_is_a_row_that_does_not_test_the_claim(tmp_path, capsys):
+    """Protocol 4's seed 0 met both walk targets, then spent its production steps outside the
+    window: only its AdamW model is injected. Its records keep the walk, and its row says why
+    it does not test the claim instead of showing a bare gap.
+    """
+    # A window of width ~0 around x0 that no snapshot can land in.
+    settings = settings_with({"wlmd": {"window_x": 1e-12}}, TINY_2)  # TINY_2 records its walk
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with pytest.warns(UserWarning, match="seed 0: no WLMD sample in the window"):
+            frame = study_b_measure.measure(tmp_path / "out", seeds=(0,), settings=settings)
+    finally:
+        torch.set_num_threads(before)
+    assert set(frame["model"]) == {"adamw"}
+    row = study_b_measure.wlmd_frame(tmp_path / "out").iloc[0]
+    walk = study_b.walk_records(seed_folder(tmp_path / "out", 0) / "wlmd")
+    x0, y0 = study_b.source_cvs(seed_folder(tmp_path / "out", 0) / "adamw")
+    assert row["samples"] == 0 and row["walk_steps"] == walk[-1]["step"] > 0
+    assert (row["x_adamw"], row["y_adamw"]) == (x0, y0) and pd.isna(row["x_wlmd"])
+    measured = json.loads(json.dumps(to_dict(settings)))
+    assert study_b_measure.untested(row, measured) == "no production sample in the window"
+
+    dest = study_b_measure.export_results(tmp_path / "out", tmp_path / "records")
+    text = study_b_measure.markdown_tables(dest)
+    for noise in study_b_measure.NOISES:
+        (line,) = [r for r in text.splitlines() if r.startswith(f"| {noise} | 0 |")]
+        assert line.split(" | ")[3] == "-"  # no WLMD accuracy
+        assert "| **claim not tested** (no production sample in the window) |" in line
+    # The same table's columns, whichever seed comes first.
+    wlmd = pd.read_csv(dest / "study_b_wlmd.csv")
+    assert list(wlmd.columns[:4]) == ["seed", "samples", "x_adamw", "y_adamw"]
+    assert list(wlmd.columns[4:10]) == list(study_b_measure._SAMPLE_COLUMNS)
+
+
 def test_the_median_walker_or_every_walker_decides_the_cosine_and_starts_are_own_seeds():
     from analyses.studies.study_b_settings import PRESETS
 
