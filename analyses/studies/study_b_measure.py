@@ -646,10 +646,10 @@ def untested(walk: pd.Series | Mapping[str, Any], settings: Mapping[str, Any]) -
     `target_flatness`, or its ``ln f`` halved fewer than `target_halvings` times (`walk` is a
     `wlmd_frame` row; `settings` the measured settings as JSON).
     """
+    reasons = []
     samples = walk.get("samples")
     if samples is not None and not pd.isna(samples) and samples == 0:
-        return "no production sample in the window"
-    reasons = []
+        reasons.append("no production sample in the window")
     target = settings.get("wlmd", {}).get("target_cosine")
     cosine = walk.get("sample_walker_cosine", walk.get("walk_cosine_max"))
     if target is not None and cosine is not None and not pd.isna(cosine) and cosine > target:

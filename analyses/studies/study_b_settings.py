@@ -390,10 +390,21 @@ budget does not enter the dynamics, so each seed's protocol-4 walk is its protoc
 continued from its final state (`study_b_state.restore_state` with these settings); a walk that
 met its targets within protocol 3's budget ends where it ended."""
 
+PROTOCOL_5 = dataclasses.replace(
+    PROTOCOL_4, wlmd=dataclasses.replace(PROTOCOL_4.wlmd, production_steps=50_000)
+)
+"""Protocol 5 (docs/study_b.md, "Protocol 5: fixed after two productions found no sample"):
+protocol 4 with up to 5 * 10^4 production steps instead of 5,000, nothing else changed.
+Production stops at its ``max_samples``-th sample, so a seed whose 5,000 steps gave all its
+samples gets the same samples and the same row; a seed whose production found none gets ten
+times the steps to reach the window. Its walks are protocol 4's, restored from their final
+states (`study_b_state.restore_state` with these settings)."""
+
 PRESETS = {
     "cpu": StudyBSettings(),
     "protocol-2": PROTOCOL_2,
     "protocol-2-walkers": PROTOCOL_2_WALKERS,
     "protocol-3": PROTOCOL_3,
     "protocol-4": PROTOCOL_4,
+    "protocol-5": PROTOCOL_5,
 }

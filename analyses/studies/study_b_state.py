@@ -110,7 +110,8 @@ def restore_state(
     seeds: Collection[int] | None = None,
 ) -> list[int]:
     """Copy the state exported to `dest` into `out`, for the seeds `out` has no folder of (of
-    `seeds`, when given), to be measured with the exported `settings` or a larger walk budget.
+    `seeds`, when given), to be measured with the exported `settings`, a larger walk budget or
+    another production length.
 
     A seed folder that exists in `out` is left alone (its runs may be newer than the state, or
     training now).
@@ -119,11 +120,12 @@ def restore_state(
         dest: The exported state (`export_state`'s `dest`).
         out: The folder to resume in.
         settings: None to resume under the exported settings; or settings that differ from them
-            only by a larger walk budget (``wlmd.max_steps``), to continue walks that ended at
-            their budget under a protocol that extends it. The budget does not enter the
-            dynamics, so the continued walk is the one a larger budget would have walked from
-            the start; `out` is then measured with `settings` (its production samples and
-            injections are recomputed from where the longer walk ends).
+            only by a larger walk budget (``wlmd.max_steps``) and the production length
+            (``wlmd.production_steps``), to continue walks under a protocol that extends them.
+            The budget does not enter the dynamics, so the continued walk is the one a larger
+            budget would have walked from the start; production comes after the walk. `out` is
+            then measured with `settings` (its production samples and injections are
+            recomputed from where the walk ends).
         seeds: The seeds to restore (None: every exported one), e.g. only the walks that
             ended, to continue them while the others still walk.
 
@@ -132,7 +134,7 @@ def restore_state(
 
     Raises:
         ConfigError: If `dest` holds no exported state (or none of a seed asked for),
-            `settings` change more than a larger budget, or `out`'s settings differ from what
+            `settings` change more than the budget and production, or `out`'s settings differ from what
             it is restored with.
     """
     dest, out = Path(dest), Path(out)
@@ -179,7 +181,7 @@ def restore_state(
 
 def _check_extends(exported: dict[str, Any], settings: StudyBSettings, dest: Path) -> None:
     """Refuse `settings` unless they are the `exported` ones with an equal or larger walk budget,
-    larger only where the exported walks ended at the end of a chunk.
+    larger only where the exported walks ended at the end of a chunk, and any production length.
 
     A walk advances in chunks of ``report_every`` steps and checks its targets at their ends, so
     a walk that ended at its budget walks on as if given the larger one from the start only if
@@ -188,11 +190,11 @@ def _check_extends(exported: dict[str, Any], settings: StudyBSettings, dest: Pat
     Raises:
         ConfigError: Naming the first other setting, or the two budgets.
     """
-    if difference := settings_difference(_without_budget(exported), _without_budget(to_dict(settings))):
+    if difference := settings_difference(_walk_settings(exported), _walk_settings(to_dict(settings))):
         key, before, now = difference
         raise ConfigError(
             f"the walks in {dest} ran with {key} = {before!r}, not {now!r}: only a larger "
-            "wlmd.max_steps continues them",
+            "wlmd.max_steps or another wlmd.production_steps continues them",
             "restore them with their own settings, or measure the new settings in a new folder",
         )
     old, new = settings_with(exported).wlmd, settings.wlmd
@@ -211,9 +213,14 @@ def _check_extends(exported: dict[str, Any], settings: StudyBSettings, dest: Pat
         )
 
 
-def _without_budget(settings: dict[str, Any]) -> dict[str, Any]:
-    """`settings` without ``wlmd.max_steps``."""
-    wlmd = {key: value for key, value in settings["wlmd"].items() if key != "max_steps"}
+_NOT_THE_WALK = ("max_steps", "production_steps")
+"""WLMD settings a restored walk may change: the budget only says when the walk stops, and
+production (recomputed after a restore from the walk's final state) comes after it."""
+
+
+def _walk_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """`settings` without the WLMD settings a continued walk may change (`_NOT_THE_WALK`)."""
+    wlmd = {key: value for key, value in settings["wlmd"].items() if key not in _NOT_THE_WALK}
     return {**settings, "wlmd": wlmd}
 
 

@@ -9,7 +9,8 @@ Usage::
 `export` is safe while `interp study-b measure OUT` runs, and replaces what DEST held; `restore`
 fills only the seeds OUT has no seed_N folder of (`analyses.studies.study_b_state`). With
 `--preset`, OUT is measured with that preset, which may differ from the exported settings only
-by a larger walk budget: `interp study-b measure OUT --preset NAME` then continues each walk.
+by a larger walk budget and another production length: `interp study-b measure OUT --preset
+NAME` then continues each walk and samples it anew.
 """
 
 from __future__ import annotations

@@ -225,7 +225,8 @@ def test_study_bs_retention_table_is_the_one_the_committed_records_rebuild(recor
 
 def test_protocol_4_repeats_protocol_3_for_every_seed_whose_walk_ended_before_protocol_3s_budget():
     """Protocol 4 only raises protocol 3's budget, so a seed whose protocol-3 walk ended before
-    that budget walked the same walk under both: its committed rows must be equal.
+    that budget walked the same walk under both: its committed rows must be equal. Every
+    seed's AdamW rows must be equal in both.
     """
     import pandas as pd
 
@@ -240,6 +241,14 @@ def test_protocol_4_repeats_protocol_3_for_every_seed_whose_walk_ended_before_pr
     assert both, "no seed to compare: protocol 4 has no record of a walk that ended early"
     for seed in both:
         rows = [frame[frame["seed"] == seed].reset_index(drop=True) for frame in runs.values()]
+        pd.testing.assert_frame_equal(*rows)
+    # Every seed starts from the same AdamW model under both, so its AdamW injections are the same.
+    for seed in sorted(set(runs["protocol-3"]["seed"]) & set(runs["protocol-4"]["seed"])):
+        rows = [
+            frame[(frame["seed"] == seed) & (frame["model"] == "adamw")].reset_index(drop=True)
+            for frame in runs.values()
+        ]
+        assert len(rows[0]) == 3, seed
         pd.testing.assert_frame_equal(*rows)
 
 

@@ -240,6 +240,14 @@ def test_the_walk_targets_count_halvings_of_the_classic_schedule():
     protocol_3, protocol_4 = to_dict(PRESETS["protocol-3"]), to_dict(PRESETS["protocol-4"])
     assert study_b_measure.settings_difference(protocol_3, protocol_4) == ("wlmd.max_steps", 150_000, 300_000)
     assert study_b_measure.settings_difference(protocol_4, protocol_4) is None
+    # Protocol 5 is protocol 4 with ten times the production steps, and nothing else.
+    protocol_5 = to_dict(PRESETS["protocol-5"])
+    assert study_b_measure.settings_difference(protocol_4, protocol_5) == (
+        "wlmd.production_steps",
+        5_000,
+        50_000,
+    )
+    assert study_b_measure.settings_difference(protocol_5, {**protocol_4, "wlmd": protocol_5["wlmd"]}) is None
     with pytest.raises(ConfigError, match="target_halvings .*ln_f_schedule"):
         settings_with({"wlmd": {"target_halvings": 2}})  # the ramp never halves
     settings = to_dict(PRESETS["protocol-3"])
@@ -446,6 +454,15 @@ def test_a_walk_tests_the_claim_only_when_it_reached_both_targets():
     )
     assert study_b_measure.untested({"sample_walker_cosine": 0.95, "walk_flatness": 0.1}, settings) == (
         "cosine 0.950 > 0.9, flatness 0.1 < 0.8"
+    )
+    # no sample to inject comes first, and the walk's own shortfalls still show
+    halving = {"wlmd": {"target_cosine": 0.9, "target_halvings": 4}}
+    assert study_b_measure.untested({"samples": 0, "walk_halvings": 3, "walk_cosine_max": 0.3}, halving) == (
+        "no production sample in the window, ln f halved 3 times < 4"
+    )
+    assert (
+        study_b_measure.untested({"samples": 4, "walk_halvings": 4, "sample_walker_cosine": 0.6}, halving)
+        is None
     )
     # protocol 1's records: no per-walker cosine (the largest is read) and no flatness target
     assert study_b_measure.untested({"walk_cosine_max": 0.997, "walk_flatness": 0.1}, {"wlmd": {}}) is None

@@ -7,6 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
@@ -15,7 +16,7 @@ from analyses.studies.study_b_settings import settings_with
 from analyses.studies.study_b_state import export_state, restore_state
 from interp.config import to_dict
 from interp.errors import ConfigError
-from interp.store import list_checkpoints
+from interp.store import checkpoint_dir, list_checkpoints
 from interp.store.checkpoint import load_checkpoint
 from interp.sweep.specs import seed_folder
 from tests.unit.analyses.studies.test_study_b_measure import TINY
@@ -158,6 +159,28 @@ def test_a_walk_ended_at_its_budget_continues_under_a_larger_one_as_if_given_fro
     _assert_same_measurement(longer, reference, resumed_at=9)
 
 
+def test_a_restored_walk_sampled_for_longer_repeats_a_production_that_found_its_samples(straight, tmp_path):
+    """Protocol 5 only lengthens production, which stops at its max_samples-th sample: a walk
+    whose short production found them all gets the same samples and the same rows.
+    """
+    state = tmp_path / "state"
+    export_state(straight, state)
+    longer = settings_with({"wlmd": {"production_steps": 40}}, CHUNKED)
+    assert restore_state(state, tmp_path / "out", longer) == [0]
+    study_b_measure.measure(tmp_path / "out", seeds=(0,), settings=longer)
+    samples = [seed_folder(out, 0) / "wlmd" / "samples" for out in (straight, tmp_path / "out")]
+    steps = [list_checkpoints(folder) for folder in samples]
+    assert steps[0] == steps[1] and len(steps[0]) == CHUNKED.wlmd.max_samples  # the short one found them all
+    for step in steps[0]:
+        weights = [
+            load_checkpoint(checkpoint_dir(f, step), load_train_state=False).state_dict for f in samples
+        ]
+        assert weights[0].keys() == weights[1].keys()
+        assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+    rows = [study_b_measure.table(out).drop(columns="source") for out in (straight, tmp_path / "out")]
+    pd.testing.assert_frame_equal(*rows)
+
+
 def test_only_a_larger_budget_continues_an_exported_walk(straight, tmp_path, capsys):
     state = tmp_path / "state"
     export_state(straight, state)
@@ -200,7 +223,10 @@ def test_only_a_larger_budget_continues_an_exported_walk(straight, tmp_path, cap
     assert not (tmp_path / "out-2").exists()
     script = _script()
     for argv, message in [
-        (["--preset", "protocol-4"], "ran with p = 7, not 67: only a larger wlmd.max_steps continues them"),
+        (
+            ["--preset", "protocol-4"],
+            "ran with p = 7, not 67: only a larger wlmd.max_steps or another wlmd.production_steps",
+        ),
         (["--seeds", "0-x"], "--seeds '0-x' is not a seed list"),
         (["--preset", "protocol-9"], "invalid choice: 'protocol-9'"),
     ]:
