@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import warnings
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
@@ -38,7 +39,7 @@ from analyses.studies.study_b import (
 from analyses.studies.study_b_settings import StudyBSettings, WLMDSettings
 from analyses.studies.study_c import t_interval
 from interp.config import from_dict, to_dict
-from interp.errors import ConfigError
+from interp.errors import ConfigError, note
 from interp.store import checkpoint_dir, list_checkpoints
 from interp.store.atomic import atomic_write_json
 from interp.store.run_folder import is_done, read_config, read_done, read_metrics
@@ -62,9 +63,10 @@ def wlmd_samples(
     device: str = "cpu",
     starts: Sequence[str | Path] | None = None,
 ) -> list[Path]:
-    """WLMD from `adamw` on the narrow grid into ``folder`` (reused if its production is DONE), on
-    `device`; walker i starts at ``starts[i]`` when given (the grid then widened to hold every
-    start: `study_b.grid_holding`).
+    """WLMD from `adamw` on the narrow grid into ``folder`` (reused if its production is DONE; a
+    production stopped before its end is run again, to the same samples), on `device`; walker i
+    starts at ``starts[i]`` when given (the grid then widened to hold every start:
+    `study_b.grid_holding`).
 
     Returns:
         The sample checkpoint folders (possibly none).
@@ -72,6 +74,11 @@ def wlmd_samples(
     folder = Path(folder)
     if is_done(folder / "samples"):
         return [checkpoint_dir(folder / "samples", s) for s in list_checkpoints(folder / "samples")]
+    if (folder / "samples").exists():
+        # A production stopped before its end. It cannot resume, but it starts from the walk's
+        # final checkpoint and its random stream, so run again it saves the same samples.
+        note(f"{folder / 'samples'}: production stopped before its end; sampling again from the walk's end")
+        shutil.rmtree(folder / "samples")
     wlmd = dataclasses.replace(settings.wlmd, seed=seed)
     grid = None
     if starts is not None:

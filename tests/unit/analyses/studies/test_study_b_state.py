@@ -15,7 +15,7 @@ from analyses.studies import study_b, study_b_measure
 from analyses.studies.study_b_settings import settings_with
 from analyses.studies.study_b_state import export_state, restore_state
 from interp.config import to_dict
-from interp.errors import ConfigError
+from interp.errors import ConfigError, Note
 from interp.store import checkpoint_dir, list_checkpoints
 from interp.store.checkpoint import load_checkpoint
 from interp.sweep.specs import seed_folder
@@ -179,6 +179,40 @@ def test_a_restored_walk_sampled_for_longer_repeats_a_production_that_found_its_
         assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
     rows = [study_b_measure.table(out).drop(columns="source") for out in (straight, tmp_path / "out")]
     pd.testing.assert_frame_equal(*rows)
+
+
+def test_a_production_stopped_before_its_end_is_sampled_again_to_the_same_samples(straight, tmp_path):
+    """Production cannot resume, but it starts from the walk's final checkpoint: measuring a seed
+    whose production was killed after its first sample saves the same samples as never stopping.
+    """
+    out = tmp_path / "out"
+    shutil.copytree(straight, out)
+    folder = seed_folder(out, 0)
+    for run in folder.glob("inject-*"):
+        shutil.rmtree(run)
+    samples = folder / "wlmd" / "samples"
+    kept = list_checkpoints(samples)[0]
+    (samples / "DONE").unlink()  # killed before its end, one sample saved
+    for step in list_checkpoints(samples)[1:]:
+        shutil.rmtree(checkpoint_dir(samples, step))
+    (samples / "metrics.jsonl").write_text(
+        (samples / "metrics.jsonl").read_text().splitlines(keepends=True)[0]
+    )
+    assert list_checkpoints(samples) == [kept]
+    with pytest.warns(Note, match="production stopped before its end; sampling again"):
+        study_b_measure.measure(out, seeds=(0,), settings=CHUNKED)
+    reference = seed_folder(straight, 0) / "wlmd" / "samples"
+    assert list_checkpoints(samples) == list_checkpoints(reference)
+    for step in list_checkpoints(reference):
+        weights = [
+            load_checkpoint(checkpoint_dir(f, step), load_train_state=False).state_dict
+            for f in (samples, reference)
+        ]
+        assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+    pd.testing.assert_frame_equal(
+        study_b_measure.table(out).drop(columns="source"),
+        study_b_measure.table(straight).drop(columns="source"),
+    )
 
 
 def test_only_a_larger_budget_continues_an_exported_walk(straight, tmp_path, capsys):
