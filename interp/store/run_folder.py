@@ -16,7 +16,11 @@ the part of the config that must match on resume: float reductions depend on it,
 resume holds only for the same count, and resuming with another one says so.
 
 A run folder is idempotent: re-running the same config resumes it, a different config is an
-error (it would mix two experiments in one folder). Every JSON file carries a
+error (it would mix two experiments in one folder). Two floats that agree to float32 precision
+(`FLOAT32_RTOL`) are the same value: a config may hold a quantity measured in float32 (study B's
+entropy grid lies around the AdamW model's loss), and another CPU's kernels round its last bit
+otherwise, so a run carried to a new machine would be refused for a difference of one unit in
+the last place. The stored config.json is kept; the run goes on with the value measured now. Every JSON file carries a
 `format_version`; a file from a newer `interp` is refused rather than misread.
 """
 
@@ -26,6 +30,7 @@ import contextlib
 import fcntl
 import importlib.metadata
 import json
+import math
 import os
 import platform
 import subprocess
@@ -47,6 +52,9 @@ COMPUTE_FILE = "compute.json"
 LOCK_FILE = ".lock"
 # Keys that create_run adds; everything else in config.json is the user's config.
 RESERVED_KEYS = ("format_version", "versions", "git_sha", "threads")
+# Eight units in float32's last place (its epsilon is 2**-23): the same float32 measurement
+# rounded by another CPU's kernels, not a setting anyone would choose.
+FLOAT32_RTOL = 2.0**-20
 
 
 def checkpoint_name(step: int) -> str:
@@ -265,7 +273,10 @@ def _user_config(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _first_difference(old: Any, new: Any, key: str = "") -> tuple[str, Any, Any] | None:
-    """The dotted key, old and new value of the first place where two JSON values differ."""
+    """The dotted key, old and new value of the first place where two JSON values differ.
+
+    Floats within `FLOAT32_RTOL` of each other do not differ.
+    """
     if isinstance(old, dict) and isinstance(new, dict):
         for k in list(old) + [k for k in new if k not in old]:
             sub = f"{key}.{k}" if key else k
@@ -275,8 +286,15 @@ def _first_difference(old: Any, new: Any, key: str = "") -> tuple[str, Any, Any]
             if found is not None:
                 return found
         return None
-    # True == 1 in Python, but a flag is not a count; 1 == 1.0 is fine (JSON writers differ).
-    if old != new or isinstance(old, bool) != isinstance(new, bool):
+    if isinstance(old, (list, tuple)) and isinstance(new, (list, tuple)):  # a tuple is stored as a list
+        same = len(old) == len(new) and all(_first_difference(a, b) is None for a, b in zip(old, new))
+        return None if same else (key or "<config>", old, new)
+    if isinstance(old, bool) != isinstance(new, bool):  # True == 1 in Python, but a flag is not a count
+        return key or "<config>", old, new
+    if isinstance(old, float) and isinstance(new, float) and math.isclose(old, new, rel_tol=FLOAT32_RTOL):
+        return None
+    # 1 == 1.0 is fine (JSON writers differ).
+    if old != new:
         return key or "<config>", old, new
     return None
 

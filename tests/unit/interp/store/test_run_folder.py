@@ -61,6 +61,25 @@ def test_create_run_with_a_different_config_names_the_first_difference(
         create_run(run_dir, {**tiny_config, "model": {**tiny_config["model"], "extra": 1}})
 
 
+def test_a_float_measured_on_another_cpu_is_the_same_value_but_a_changed_setting_is_not(
+    tmp_path: Path, tiny_config: dict[str, Any]
+) -> None:
+    # Study B's grid lies around a float32 loss: the same model on another CPU measured
+    # -9.710512161254883 where the walk's config.json holds -9.7105131149292 (one float32 ulp).
+    stored = {**tiny_config, "grid": {"x_range": [-9.7105131149292, -8.7105131149292]}}
+    run_dir = create_run(tmp_path / "run", stored)
+    before = (run_dir / "config.json").read_bytes()
+    moved = {**tiny_config, "grid": {"x_range": [-9.710512161254883, -8.710512161254883]}}
+    assert create_run(run_dir, moved) == run_dir
+    assert (run_dir / "config.json").read_bytes() == before  # the stored record is kept
+    for changed in (-9.7105, -9.7106, -9.7105131149292 * (1 + 2**-18)):
+        other = {**tiny_config, "grid": {"x_range": [changed, -8.7105131149292]}}
+        with pytest.raises(ConfigError, match="grid.x_range"):
+            create_run(run_dir, other)
+    with pytest.raises(ConfigError, match="train.lr"):  # a setting, not a measurement
+        create_run(run_dir, {**stored, "train": {**tiny_config["train"], "lr": 0.0011}})
+
+
 def test_read_config_refuses_a_newer_format_version(run_dir: Path) -> None:
     path = run_dir / "config.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), "format_version": 2}))
