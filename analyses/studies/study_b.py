@@ -162,6 +162,7 @@ def wlmd_sample(
         share_every=settings.share_every,
         seed=settings.seed,
         engine=settings.engine,
+        wall_force=settings.wall_force,
     )
     walk = {"data_seed": config["train"]["data_seed"], "loss": "cross_entropy", "weight_norm": radius}
     out = Path(out)

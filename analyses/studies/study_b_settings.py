@@ -102,6 +102,13 @@ class WLMDSettings:
         "The classic schedule halves on it, and every walk records it.",
         added=True,
     )
+    wall_force: str = param(
+        "kept",
+        "The force on a walker whose drift left the grid (undone, velocity reversed): kept (its "
+        "last accepted step's, as every walk of protocols 1 to 5 ran) or fresh (recomputed under "
+        "the current S, so the deposits made while it could not move push it off the wall).",
+        added=True,
+    )
 
     target_halvings: int | None = param(
         None,
@@ -137,6 +144,7 @@ class WLMDSettings:
         check_real(owner, "gamma", self.gamma, 0, 1, low_open=True)
         check_choice(owner, "engine", self.engine, ("loop", "vectorized"))
         check_choice(owner, "edges", self.edges, ("flat", "linear"))  # interp.wlmd.grid.EDGES
+        check_choice(owner, "wall_force", self.wall_force, ("kept", "fresh"))  # sampler.WALL_FORCES
         check_choice(owner, "target_walker", self.target_walker, ("every", "median"))
         check_choice(owner, "ln_f_schedule", self.ln_f_schedule, ("ramp", "classic"))
         check_choice(owner, "flat_over", self.flat_over, ("visited", "x"))  # interp.wlmd.grid.FLAT_OVER
@@ -400,6 +408,14 @@ samples gets the same samples and the same row; a seed whose production found no
 times the steps to reach the window. Its walks are protocol 4's, restored from their final
 states (`study_b_state.restore_state` with these settings)."""
 
+PROTOCOL_6 = dataclasses.replace(PROTOCOL_5, wlmd=dataclasses.replace(PROTOCOL_5.wlmd, wall_force="fresh"))
+"""Protocol 6 (docs/study_b.md, "Protocol 6: fixed before any protocol-5 number"): protocol 5
+with the force on a reflected walker recomputed under the current S (``wall_force="fresh"``)
+instead of kept from its last accepted step, nothing else changed. Under the kept force a
+walker whose every drift leaves the grid never moves again (protocol 4's seed 2 from step
+~162,000). The dynamics differ from the first reflection on, so every seed walks from its AdamW
+model again."""
+
 PRESETS = {
     "cpu": StudyBSettings(),
     "protocol-2": PROTOCOL_2,
@@ -407,4 +423,5 @@ PRESETS = {
     "protocol-3": PROTOCOL_3,
     "protocol-4": PROTOCOL_4,
     "protocol-5": PROTOCOL_5,
+    "protocol-6": PROTOCOL_6,
 }

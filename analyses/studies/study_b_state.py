@@ -24,10 +24,13 @@ recomputed from the restored walk (minutes, not hours).
 A protocol that only raises the walk budget (protocol 4 extends protocol 3's) continues the
 walks instead of repeating them: `restore_state(dest, out, settings)` with the new settings
 checks that they change nothing but ``wlmd.max_steps``, and measuring `out` with them walks on
-from each walk's final state.
+from each walk's final state. A protocol that changes the walk's dynamics (protocol 6) starts
+the walks again from the same AdamW models: ``restore_state(dest, out, settings, walks=False)``
+copies the AdamW runs alone (the run folders refuse them if `settings` would train them
+otherwise), so the AdamW rows stay the very same models'.
 
 Command line: ``python scripts/long_runs/study_b_state.py export OUT DEST`` and
-``... restore DEST OUT [--preset NAME] [--seeds LIST]``.
+``... restore DEST OUT [--preset NAME] [--seeds LIST] [--adamw-only]``.
 """
 
 from __future__ import annotations
@@ -108,6 +111,8 @@ def restore_state(
     out: str | Path,
     settings: StudyBSettings | None = None,
     seeds: Collection[int] | None = None,
+    *,
+    walks: bool = True,
 ) -> list[int]:
     """Copy the state exported to `dest` into `out`, for the seeds `out` has no folder of (of
     `seeds`, when given), to be measured with the exported `settings`, a larger walk budget or
@@ -128,14 +133,17 @@ def restore_state(
             recomputed from where the walk ends).
         seeds: The seeds to restore (None: every exported one), e.g. only the walks that
             ended, to continue them while the others still walk.
+        walks: False to copy each seed's AdamW runs only (``adamw``, ``adamw-start-*``), for
+            `settings` that walk anew from the same AdamW models; `settings` may then change
+            anything (`measure` refuses an AdamW run that its settings would train otherwise).
 
     Returns:
         The seeds restored.
 
     Raises:
         ConfigError: If `dest` holds no exported state (or none of a seed asked for),
-            `settings` change more than the budget and production, or `out`'s settings differ from what
-            it is restored with.
+            `settings` change more than the budget and production (with `walks`), no `settings`
+            come without `walks`, or `out`'s settings differ from what it is restored with.
     """
     dest, out = Path(dest), Path(out)
     _recover(dest)
@@ -147,16 +155,7 @@ def restore_state(
             f"{dest} holds no walk state of seed {', '.join(map(str, missing))}",
             f"choose from {', '.join(map(str, exported_seeds))}",
         )
-    exported = json.loads((dest / SETTINGS_FILE).read_text()) if (dest / SETTINGS_FILE).exists() else None
-    wanted = exported
-    if settings is not None:
-        if exported is None:
-            raise ConfigError(
-                f"{dest} holds no {SETTINGS_FILE}: nothing says which settings its walks ran with",
-                "restore it without settings",
-            )
-        _check_extends(exported, settings, dest)
-        wanted = to_dict(settings)
+    wanted = _wanted_settings(dest, settings, walks)
     if wanted is not None:
         here = out / SETTINGS_FILE
         if here.exists() and (difference := settings_difference(json.loads(here.read_text()), wanted)):
@@ -174,9 +173,37 @@ def restore_state(
         target = out / folder.name
         if target.exists():  # its runs may be newer than the state, or training now
             continue
-        shutil.copytree(folder, target)
+        if walks:
+            shutil.copytree(folder, target)
+        else:
+            for run in [folder / RUNS[0], *sorted(folder.glob(START_RUNS))]:
+                shutil.copytree(run, target / run.name)
         restored.append(seed)
     return restored
+
+
+def _wanted_settings(dest: Path, settings: StudyBSettings | None, walks: bool) -> dict[str, Any] | None:
+    """The settings `restore_state` measures with: the exported ones, `settings` checked to
+    extend them (with `walks`), or `settings` as given (AdamW runs alone).
+    """
+    exported = json.loads((dest / SETTINGS_FILE).read_text()) if (dest / SETTINGS_FILE).exists() else None
+    wanted = exported
+    if not walks:
+        if settings is None:
+            raise ConfigError(
+                "restoring the AdamW runs alone needs the settings of the new walks",
+                "give the preset they are measured with (--preset)",
+            )
+        wanted = to_dict(settings)
+    elif settings is not None:
+        if exported is None:
+            raise ConfigError(
+                f"{dest} holds no {SETTINGS_FILE}: nothing says which settings its walks ran with",
+                "restore it without settings",
+            )
+        _check_extends(exported, settings, dest)
+        wanted = to_dict(settings)
+    return wanted
 
 
 def _check_extends(exported: dict[str, Any], settings: StudyBSettings, dest: Path) -> None:

@@ -15,7 +15,8 @@ Two causes can hold it there, and this module tells them apart on a walk's saved
 `continue_walk` continues the saved state (read-only: the walk's folder is not touched) for a
 few thousand steps with the outermost slope carried to the edge (``edges="linear"``), with the
 walk's own ``ln f`` schedule or the classic one (``ln f = 1``, halved whenever the visited
-histogram is flat), and records where the walker goes.
+histogram is flat), with the force a reflected walker keeps or a fresh one
+(`interp.wlmd.sampler.WALL_FORCES`), and records where the walker goes.
 """
 
 from __future__ import annotations
@@ -40,9 +41,12 @@ SCHEDULES = ("walk", "classic")
 """`continue_walk`'s ``ln f``: the walk's own schedule, or the classic one restarted at 1."""
 
 
-def _saved_walk(entropy: str | Path, edges: str, schedule: str = "walk", k: float = K) -> Sampler:
+def _saved_walk(
+    entropy: str | Path, edges: str, schedule: str = "walk", k: float = K, wall_force: str | None = None
+) -> Sampler:
     """The sampler of a walk's newest checkpoint, with `edges` (and `k`, the smooth-accuracy
-    CV's sharpness, which a walk's folder does not record: study B's settings hold it).
+    CV's sharpness, which a walk's folder does not record: study B's settings hold it), and
+    `wall_force` if given (default: the walk's own).
     """
     from analyses.studies.study_b import _model_cvs
     from interp.config import check_choice
@@ -53,6 +57,8 @@ def _saved_walk(entropy: str | Path, edges: str, schedule: str = "walk", k: floa
     model = model_from_checkpoint(ckpt)
     config = from_dict(WLMDConfig, ckpt.config["wlmd"])
     config = dataclasses.replace(config, grid=dataclasses.replace(config.grid, edges=edges))
+    if wall_force is not None:
+        config = dataclasses.replace(config, wall_force=wall_force)
     if schedule == "classic":
         config = dataclasses.replace(config, schedule=Schedule(kind="flat", ln_f0=1.0))
     cvs = _model_cvs(model, ckpt.config, k)[0]
@@ -69,16 +75,28 @@ def wall_force(entropy: str | Path, edges: str, *, k: float = K) -> dict[str, fl
     Returns:
         ``x``, ``y``: the walker's collective variables; ``x_edge`` and ``x_top_centre``: the
         grid's upper x edge and its outermost centre; ``force``: the norm of the force's
-        tangential part; ``along_x``: its component along the unit tangential gradient of x
-        (negative: it pushes the walker to lower loss; 0 in a flat edge's half-bin).
+        tangential part under the saved S; ``along_x``: its component along the unit tangential
+        gradient of x (negative: it pushes the walker to lower loss; 0 in a flat edge's
+        half-bin); ``kept_force`` and ``kept_along_x``: the same of the force the walker carries
+        (computed at its last accepted step, under the S of then); ``drift_dx``: how far the
+        walker's next drift (saved velocity, carried force, no noise) would move x, and
+        ``drift_dx_linear``: its first-order part ``grad x . drift`` (the rest is curvature).
     """
     sampler = _saved_walk(entropy, edges, k=k)
-    theta = sampler.theta[0]
+    theta, cfg = sampler.theta[0], sampler.config
     with torch.enable_grad():
         t = theta.detach().requires_grad_(True)
         (grad_x,) = torch.autograd.grad(sampler.cv_fn(t)[0], t)
     cv, force = sampler.force_at(theta)
-    tangent_x, tangent_force = sampler.tangent(grad_x, theta), sampler.tangent(force, theta)
+    tangent_x = sampler.tangent(grad_x, theta)
+    unit_x = tangent_x / tangent_x.norm()
+    tangent_force, kept = sampler.tangent(force, theta), sampler.tangent(sampler.force[0], theta)
+    # The drift `Sampler._move` would try next, before its thermostat noise.
+    drift = theta + cfg.dt * sampler.tangent(sampler.v[0] + 0.5 * cfg.dt * sampler.force[0], theta)
+    if cfg.radius is not None:
+        drift = drift * (cfg.radius / drift.norm())
+    with torch.no_grad():
+        drift_x = float(sampler.cv_fn(drift)[0])
     centres_x, _ = sampler.spec.centres()
     return {
         "x": float(cv[0]),
@@ -86,7 +104,11 @@ def wall_force(entropy: str | Path, edges: str, *, k: float = K) -> dict[str, fl
         "x_edge": sampler.spec.x_range[1],
         "x_top_centre": float(centres_x[-1]),
         "force": float(tangent_force.norm()),
-        "along_x": float(tangent_force @ tangent_x / tangent_x.norm()),
+        "along_x": float(tangent_force @ unit_x),
+        "kept_force": float(kept.norm()),
+        "kept_along_x": float(kept @ unit_x),
+        "drift_dx": drift_x - float(cv[0]),
+        "drift_dx_linear": float(grad_x @ (drift - theta)),
     }
 
 
@@ -98,6 +120,7 @@ def continue_walk(
     schedule: str = "walk",
     log_every: int = 100,
     k: float = K,
+    wall_force: str | None = None,
 ) -> dict[str, Any]:
     """Continue a walk's newest saved state for `steps` steps in memory and record the walker.
 
@@ -109,13 +132,15 @@ def continue_walk(
             (``ln f`` restarted at 1 and halved whenever the visited histogram is flat).
         log_every: Steps between records of walker 0's ``(x, y)``.
         k: The smooth-accuracy CV's sharpness the walk ran with.
+        wall_force: The force on a reflected walker (`interp.wlmd.sampler.WALL_FORCES`;
+            default: the walk's own).
 
     Returns:
-        The settings, ``log`` (step, x, y, wall reflections so far, ln f), the walker's
+        The settings (``wall_force`` the one used), ``log`` (step, x, y, wall reflections so far, ln f), the walker's
         ``x_range`` over the continuation, ``bins`` (bins visited in it), ``walls``, the final
         ``S`` of walker 0 and the seconds it took.
     """
-    sampler = _saved_walk(entropy, edges, schedule, k)
+    sampler = _saved_walk(entropy, edges, schedule, k, wall_force)
     start_step, start_walls = sampler.step, sampler.walls
     # The bins every walker visits, counted here: the classic schedule resets the histogram.
     visited: set[tuple[int, int]] = set()
@@ -140,6 +165,7 @@ def continue_walk(
         "entropy": str(entropy),
         "edges": edges,
         "schedule": schedule,
+        "wall_force": sampler.config.wall_force,
         "from_step": start_step,
         "steps": steps,
         "x_edge": sampler.spec.x_range[1],

@@ -15,7 +15,13 @@ Study B's equilibrium models are samples of WLMD on the sphere ``||theta|| = R``
   position renormalised after every drift (RATTLE-style);
 * the wall: a drift that leaves the grid is undone and the velocity reversed (a reflecting hard
   wall, the standard way to confine Hamiltonian dynamics; the rejected step counts as a visit
-  of the current bin, as in Monte-Carlo Wang-Landau);
+  of the current bin, as in Monte-Carlo Wang-Landau). The reflected walker keeps the force of
+  its last accepted step (``wall_force="kept"``, every walk before protocol 6) or has it
+  recomputed under the current ``S`` (``"fresh"``). Only the fresh force feels what the
+  deposits at a walker's bin did while it could not move: a walker close enough to an edge that
+  every drift leaves the grid (the thermal step raises ``ln loss`` by second-order terms more
+  than its margin) never moves again under a kept force, however much ``S`` grows under it
+  (docs/study_b.md, "Why protocol 4's seed 2 stopped moving");
 * after each step, ``ln f`` times a Gaussian kernel is added to the walker's copy of ``S``
   around its bin; walkers average their copies every `share_every` steps. The half-kick after
   a deposit uses the force cached before it (one gradient per step; exact once ``S`` is frozen);
@@ -63,6 +69,9 @@ CV = Callable[[Tensor], Tensor]  # theta [P] -> (x, y) [2], differentiable
 ENGINES = ("loop", "vectorized")
 """How a sampler moves its walkers (`WLMDConfig.engine`; the module docstring says why both)."""
 
+WALL_FORCES = ("kept", "fresh")
+"""The force on a reflected walker (`WLMDConfig.wall_force`; the module docstring says why)."""
+
 
 @dataclass(frozen=True)
 class WLMDConfig:
@@ -80,6 +89,9 @@ class WLMDConfig:
         seed: Seed of initial velocities and thermostat noise.
         engine: ``"loop"`` (walkers one after the other) or ``"vectorized"`` (every walker's CVs
             and force in one vmap forward and backward; the CV function must be vmap-able).
+        wall_force: A reflected walker's force: ``"kept"`` (its last accepted step's) or
+            ``"fresh"`` (recomputed at its position under the current S: one more forward and
+            backward per reflection).
     """
 
     grid: GridSpec
@@ -92,9 +104,13 @@ class WLMDConfig:
     share_every: int = 100
     seed: int = 0
     engine: str = param("loop", "loop or vectorized (see ENGINES).", added=True)
+    # "kept" is the default because every walk before the field ran with it: a folder that does
+    # not record the field resumes with the dynamics it started with.
+    wall_force: str = param("kept", "kept or fresh (see WALL_FORCES).", added=True)
 
     def __post_init__(self) -> None:
         check_choice("WLMDConfig", "engine", self.engine, ENGINES)
+        check_choice("WLMDConfig", "wall_force", self.wall_force, WALL_FORCES)
 
 
 class Sampler:
@@ -264,7 +280,8 @@ class Sampler:
             new = new * (cfg.radius / new.norm())
         cv, new_force = self._cv_force(new, self.S[w])
         if cv is None:  # the wall: undo the drift, reverse the velocity
-            new, v, new_force, cv = theta, -v, force, self.cv[w]
+            new, v, cv = theta, -v, self.cv[w]
+            new_force = force if cfg.wall_force == "kept" else self._cv_force(theta, self.S[w])[1]
             self.walls += 1
         else:
             v = self.tangent(v + 0.5 * cfg.dt * new_force, new)
@@ -285,7 +302,7 @@ class Sampler:
         ``dS/d(x, y)`` is taken per walker on the CPU (a few bilinear weights), then pulled back
         through the batched CV graph in one backward: walkers are independent, so the gradient
         of ``sum_w <dS/dcv_w, cv_w>`` in ``theta_w`` is walker w's own. Outside the grid the
-        force is 0 (the wall keeps the previous one).
+        force is 0 (`_move_all` keeps the previous one, or recomputes it at the unmoved position).
         """
         with torch.enable_grad():
             t = theta.detach().requires_grad_(True)
@@ -315,7 +332,10 @@ class Sampler:
             new = new * (cfg.radius / new.norm(dim=1, keepdim=True))
         cv, new_force, inside = self._cv_force_all(new)
         keep = torch.tensor(inside, device=theta.device)[:, None]
-        # The wall (rows outside the grid): undo the drift, reverse the velocity, keep the force.
+        # The wall (rows outside the grid): undo the drift, reverse the velocity, keep the force
+        # or recompute it where the walker stayed (every row in one more batched evaluation).
+        if cfg.wall_force == "fresh" and not all(inside):
+            force = self._cv_force_all(theta)[1]
         new, new_force = torch.where(keep, new, theta), torch.where(keep, new_force, force)
         v = torch.where(keep, self._tangent_rows(v + 0.5 * cfg.dt * new_force, new), -v)
         cv = torch.where(keep.cpu(), cv, self.cv)

@@ -3,14 +3,16 @@
 Usage::
 
     python scripts/long_runs/study_b_wall_check.py ENTROPY [--steps 2000] [--out FILE]
+        [--wall-force kept|fresh] [--schedule walk|classic|both]
 
 ENTROPY is a walk's entropy-phase folder (``seed_N/wlmd/entropy``, e.g. the committed
 ``results/study-b/protocol-2-state/seed_0/wlmd/entropy``); it is only read. Printed: the bias
 force on the walker at its saved position with the grid's edges as the walk ran them (flat)
 and with the outermost slope carried to the edge (linear); then where the walker goes in
 `--steps` more steps with linear edges, under the walk's own ln f schedule and under the
-classic one restarted at ln f = 1 (`analyses.studies.study_b_wall`). `--out` writes all of it as
-JSON. One torch thread, like the walks.
+classic one restarted at ln f = 1 (`analyses.studies.study_b_wall`), with the force a reflected
+walker keeps (as every walk up to protocol 5 ran) or a fresh one (`--wall-force`). `--out`
+writes all of it as JSON. One torch thread, like the walks.
 """
 
 from __future__ import annotations
@@ -30,6 +32,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("entropy", type=Path, help="a walk's entropy-phase folder (seed_N/wlmd/entropy)")
     parser.add_argument("--steps", type=int, default=2000, help="steps of each continuation [default: 2000]")
     parser.add_argument("--out", type=Path, default=None, help="write the measurements here (JSON)")
+    parser.add_argument(
+        "--wall-force",
+        choices=("kept", "fresh"),
+        default="kept",
+        help="a reflected walker's force in the continuations: kept (as the walks ran) or fresh [default: kept]",
+    )
+    parser.add_argument(
+        "--schedule",
+        choices=("walk", "classic", "both"),
+        default="both",
+        help="the continuations' ln f: the walk's own, the classic one restarted, or both [default: both]",
+    )
     args = parser.parse_args(argv)
     if not (args.entropy / "checkpoints").is_dir():
         parser.error(
@@ -46,15 +60,20 @@ def main(argv: list[str] | None = None) -> int:
     for edges, force in result["forces"].items():
         print(
             f"{edges} edges: walker at x = {force['x']:.4f} (edge {force['x_edge']:.4f}, outermost centre "
-            f"{force['x_top_centre']:.4f}); bias force {force['force']:.4g}, along x {force['along_x']:.4g}"
+            f"{force['x_top_centre']:.4f}); bias force {force['force']:.4g}, along x {force['along_x']:.4g}; "
+            f"the force it carries {force['kept_force']:.4g}, along x {force['kept_along_x']:.4g}; its next "
+            f"drift moves x by {force['drift_dx']:+.4g} ({force['drift_dx_linear']:+.4g} to first order)"
         )
     result["continuations"] = []
-    for schedule in ("walk", "classic"):
-        run = continue_walk(args.entropy, args.steps, edges="linear", schedule=schedule)
+    for schedule in ("walk", "classic") if args.schedule == "both" else (args.schedule,):
+        run = continue_walk(
+            args.entropy, args.steps, edges="linear", schedule=schedule, wall_force=args.wall_force
+        )
         result["continuations"].append(run)
         low, high = run["x_range"]
         print(
-            f"linear edges, {schedule} ln f: {args.steps} steps from step {run['from_step']}: x in "
+            f"linear edges, {schedule} ln f, {args.wall_force} wall force: {args.steps} steps from step "
+            f"{run['from_step']}: x in "
             f"[{low:.4f}, {high:.4f}], {run['bins']} bin(s) visited, {run['walls']} wall reflections"
         )
     if args.out is not None:

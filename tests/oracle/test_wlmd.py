@@ -14,7 +14,16 @@ import torch
 
 from interp.config import to_dict
 from interp.wlmd.grid import GridSpec, OutOfGrid, Schedule, at, deposit, flatness, interpolate
-from interp.wlmd.sampler import ModelCVs, Sampler, WLMDConfig, margins, walk_record, wlmd_produce, wlmd_run
+from interp.wlmd.sampler import (
+    WALL_FORCES,
+    ModelCVs,
+    Sampler,
+    WLMDConfig,
+    margins,
+    walk_record,
+    wlmd_produce,
+    wlmd_run,
+)
 from models import build_model, preset_config
 from tasks import ModAddTask
 
@@ -312,6 +321,73 @@ def test_schedule_flat_over_is_written_only_when_not_visited_and_checked():
     assert to_dict(x)["flat_over"] == "x" and from_dict(Schedule, to_dict(x)) == x
     with pytest.raises(ConfigError, match="valid: visited, x"):
         Schedule(flat_over="all")
+
+
+def _walker_at_the_top_wall(wall_force: str, seed: int) -> Sampler:
+    """One walker of x = |theta|^2 in 400 dimensions at x = 3.999, 0.001 below the grid's top.
+
+    A thermal drift raises x by dt^2 |u|^2 ~ dt^2 * d * kT = 1 on top of its first-order part
+    2 dt theta . u ~ 0.2 N(0, 1), so every drift leaves the grid (what protocol 4's seed 2 met
+    at the upper ln-loss wall). The start's force is 0 (S is 0 everywhere).
+    """
+    d = 400
+    config = WLMDConfig(
+        grid=GridSpec((0.5, 4.0), (0.0, 1.0), 7, 1, edges="linear"),
+        schedule=Schedule(kind="flat", ln_f0=1.0),
+        sigma=(1.0, 0.0),
+        dt=0.05,
+        seed=seed,
+        wall_force=wall_force,
+    )
+    return Sampler(_energy, config, torch.full((1, d), (3.999 / d) ** 0.5, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_walker_every_drift_takes_off_the_grid_leaves_the_wall_only_under_a_fresh_force(seed):
+    """Under the kept force the walker never moves, however much S grows in its bin; under the
+    fresh one the deposits' slope pushes it back into the grid (seeds 0-5 move by step 130).
+    """
+    kept = _walker_at_the_top_wall("kept", seed)
+    kept.run(400)
+    assert kept.walls == 400 and kept.cv[0, 0].item() == pytest.approx(3.999, abs=1e-12)
+    assert kept.force.abs().max().item() == 0.0  # the start's force, never recomputed
+    assert kept.S[0, -1, 0] > kept.S[0, -2, 0] + 50  # the deposits' slope it never feels
+
+    fresh = _walker_at_the_top_wall("fresh", seed)
+    lowest = min(fresh.advance() or fresh.cv[0, 0].item() for _ in range(400))
+    assert fresh.walls < 200 and lowest < 3.0  # two bins below the top one
+
+
+def test_a_reflected_walkers_fresh_force_is_the_current_outermost_slope():
+    """After reflections at the top wall (x beyond the top centre 3.75, linear edges), the fresh
+    force is -kT * (S[6] - S[5]) / 0.5 * grad x with grad x = 2 theta, by hand, under the S of
+    that moment; the kept one is the start's, 0.
+    """
+    for wall_force in WALL_FORCES:
+        sampler = _walker_at_the_top_wall(wall_force, 0)
+        for _ in range(30):
+            S_before = sampler.S[0, :, 0].clone()  # the S the step's wall force is computed under
+            sampler.advance()
+        assert sampler.walls == 30 and sampler.cv[0, 0].item() == pytest.approx(3.999, abs=1e-12)
+        slope = (S_before[-1] - S_before[-2]) / 0.5
+        expected = (
+            -slope * 2 * sampler.theta[0] if wall_force == "fresh" else torch.zeros_like(sampler.theta[0])
+        )
+        torch.testing.assert_close(sampler.force[0], expected, rtol=1e-12, atol=1e-12)
+        assert (slope > 0) and (wall_force == "kept" or sampler.force[0].abs().max() > 0)
+
+
+def test_the_wall_force_is_written_only_when_fresh_and_checked():
+    """Every walk before the field kept the force and resumes with its config unchanged."""
+    from interp.config import from_dict
+    from interp.errors import ConfigError
+
+    grid = GridSpec((0.0, 1.0), (0.0, 1.0), 2, 1)
+    assert "wall_force" not in to_dict(WLMDConfig(grid=grid))
+    fresh = WLMDConfig(grid=grid, wall_force="fresh")
+    assert to_dict(fresh)["wall_force"] == "fresh" and from_dict(WLMDConfig, to_dict(fresh)) == fresh
+    with pytest.raises(ConfigError, match=r"wall_force = 'new' is not valid \(valid: fresh, kept\)"):
+        WLMDConfig(grid=grid, wall_force="new")
 
 
 def test_walkers_start_inside_the_grid():

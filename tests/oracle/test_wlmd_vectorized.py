@@ -104,9 +104,11 @@ def _product_cv(t: torch.Tensor) -> torch.Tensor:
     return torch.stack([10 * t[0] * t[1], torch.full((), 0.5, dtype=t.dtype)])
 
 
-def test_wall_reflections_equal_the_loops():
+@pytest.mark.parametrize("wall_force", ["kept", "fresh"])
+def test_wall_reflections_equal_the_loops(wall_force):
     # A narrow grid and large steps: walkers leave it often and are reflected.
     config = WLMDConfig(
+        wall_force=wall_force,
         grid=GridSpec((-3.0, 3.0), (0.0, 1.0), 6, 1),
         dt=0.3,
         radius=2.0,

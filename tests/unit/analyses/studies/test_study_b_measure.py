@@ -203,6 +203,22 @@ def test_a_reached_cosine_target_stops_after_the_minimum_steps(measured, tmp_pat
     assert [r["step"] for r in study_b.walk_records(tmp_path / "w")] == [0, 2, 4, 6]  # steps = 6, not 50
 
 
+def test_a_fresh_wall_force_is_the_walks_and_refused_on_a_walk_that_kept_it(measured, tmp_path):
+    """Protocol 6's setting reaches the sampler (its run folder records it) and a walk that ran
+    under the kept force does not resume under the fresh one (the dynamics differ).
+    """
+    from interp.store.run_folder import read_config
+
+    out, _ = measured
+    source = seed_folder(out, 0) / "adamw"
+    _walk(tmp_path, source, "fresh", wall_force="fresh", steps=4)
+    assert read_config(tmp_path / "fresh" / "entropy")["wlmd"]["wall_force"] == "fresh"
+    _walk(tmp_path, source, "kept", steps=4)
+    assert "wall_force" not in read_config(tmp_path / "kept" / "entropy")["wlmd"]
+    with pytest.raises(ConfigError, match="wall_force"):
+        _walk(tmp_path, source, "kept", wall_force="fresh", steps=6)
+
+
 def test_a_halving_target_extends_the_walk_to_its_budget_until_met(measured, tmp_path):
     """Protocol 3's second target: the cosine is met at once (1.0), but a tiny walk never checks
     flatness (every 1,000 steps), so one halving is never reached and the walk runs to its budget.
@@ -248,6 +264,14 @@ def test_the_walk_targets_count_halvings_of_the_classic_schedule():
         50_000,
     )
     assert study_b_measure.settings_difference(protocol_5, {**protocol_4, "wlmd": protocol_5["wlmd"]}) is None
+    # Protocol 6 is protocol 5 with a fresh force on a reflected walker, and nothing else.
+    protocol_6 = to_dict(PRESETS["protocol-6"])
+    assert study_b_measure.settings_difference(protocol_5, protocol_6) == (
+        "wlmd.wall_force",
+        "kept",
+        "fresh",
+    )
+    assert "wall_force" not in protocol_5["wlmd"]  # protocols 1-5 wrote no such field: they resume
     with pytest.raises(ConfigError, match="target_halvings .*ln_f_schedule"):
         settings_with({"wlmd": {"target_halvings": 2}})  # the ramp never halves
     settings = to_dict(PRESETS["protocol-3"])

@@ -269,7 +269,10 @@ def test_only_a_larger_budget_continues_an_exported_walk(straight, tmp_path, cap
         assert info.value.code == 2 and message in capsys.readouterr().err
     with pytest.raises(SystemExit) as info:
         script.main(["export", str(straight), str(state), "--seeds", "0"])
-    assert info.value.code == 2 and "--preset and --seeds are for restore" in capsys.readouterr().err
+    assert (
+        info.value.code == 2
+        and "--preset, --seeds and --adamw-only are for restore" in capsys.readouterr().err
+    )
 
 
 def test_a_second_export_replaces_the_first_and_restore_keeps_a_local_walk(straight, tmp_path, capsys):
@@ -289,6 +292,41 @@ def test_a_second_export_replaces_the_first_and_restore_keeps_a_local_walk(strai
     (other / "settings.json").write_text("{}")
     with pytest.raises(ConfigError, match="other was measured with p = None, not the 7 it is restored with"):
         restore_state(state, other)
+
+
+def test_a_walk_started_anew_under_other_dynamics_keeps_the_adamw_models_and_their_rows(
+    straight, tmp_path, capsys
+):
+    """Protocol 6 changes the force at the wall: `--adamw-only` carries each seed's AdamW run
+    (not retrained: the same checkpoint, one training session), the walk starts at step 0 under
+    the new setting, and the AdamW rows equal the exported protocol's.
+    """
+    state = tmp_path / "state"
+    export_state(straight, state)
+    fresh = settings_with({"wlmd": {"wall_force": "fresh"}}, CHUNKED)
+    script = _script()
+    for argv, message in [
+        (["restore", str(state), str(tmp_path / "x"), "--adamw-only"], "--adamw-only needs --preset"),
+        (["export", str(straight), str(tmp_path / "y"), "--adamw-only"], "are for restore"),
+    ]:
+        with pytest.raises(SystemExit) as info:
+            script.main(argv)
+        assert info.value.code == 2 and message in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="needs the settings of the new walks"):
+        restore_state(state, tmp_path / "out", walks=False)
+
+    out = tmp_path / "out"
+    assert restore_state(state, out, fresh, walks=False) == [0]
+    assert sorted(p.name for p in seed_folder(out, 0).iterdir()) == ["adamw"]  # no walk carried
+    study_b_measure.measure(out, seeds=(0,), settings=fresh)
+    adamw = [seed_folder(folder, 0) / "adamw" for folder in (straight, out)]
+    assert [len((a / "sessions.jsonl").read_text().splitlines()) for a in adamw] == [1, 1]  # not retrained
+    walk = seed_folder(out, 0) / "wlmd"
+    assert [r["step"] for r in study_b.walk_records(walk)][0] == 0
+    assert load_checkpoint(walk / "entropy").config["wlmd"]["wall_force"] == "fresh"
+    rows = [study_b_measure.table(folder) for folder in (straight, out)]
+    adamw_rows = [r[r["source"] == "adamw"].drop(columns="source").reset_index(drop=True) for r in rows]
+    pd.testing.assert_frame_equal(*adamw_rows)
 
 
 def test_errors_name_the_folder_and_what_would_do(tmp_path, capsys):

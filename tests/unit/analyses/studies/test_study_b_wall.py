@@ -61,6 +61,19 @@ def test_a_flat_continuation_of_the_walks_own_schedule_retraces_the_walk(walk, t
     assert 1 <= run["bins"] <= 4 * 7 and run["x_range"][0] <= run["log"][-1]["x"] <= run["x_range"][1]
 
 
+def test_a_fresh_wall_force_continues_with_the_same_steps_until_the_first_reflection(walk):
+    """The wall force enters only at a reflection: both continuations agree on every record
+    up to the first one and each says which force it ran.
+    """
+    kept = continue_walk(walk, 40, log_every=1)
+    fresh = continue_walk(walk, 40, log_every=1, wall_force="fresh")
+    assert (kept["wall_force"], fresh["wall_force"]) == ("kept", "fresh")
+    first = next(i for i, r in enumerate(kept["log"]) if r["walls"] > 0)  # the toy walk meets the wall
+    assert kept["log"][: first + 1] == fresh["log"][: first + 1]
+    assert kept["log"][-1]["x"] != fresh["log"][-1]["x"]  # then the forces differ, and so do the walks
+    assert "wall_force" not in load_checkpoint(walk).config["wlmd"]  # the walk kept it
+
+
 def test_the_classic_schedule_restarts_ln_f_at_one(walk):
     """The walk's own ramp is at ln f = 0.01 or below; the classic schedule deposits 1 until its
     first flatness check (every 1,000 steps, beyond these 30).
@@ -76,7 +89,12 @@ def test_the_wall_force_is_measured_where_the_walker_was_saved(walk):
     flat, linear = wall_force(walk, "flat"), wall_force(walk, "linear")
     for force in (flat, linear):
         assert (force["x"], force["y"]) == pytest.approx(saved.tolist())
-        assert abs(force["along_x"]) <= force["force"] * (1 + 1e-9)
+        assert abs(force["along_x"]) <= force["force"] * (1 + 1e-6)  # float32
+        assert abs(force["kept_along_x"]) <= force["kept_force"] * (1 + 1e-6)  # float32
+    # The drift it measures is the one the walk takes next (noise only enters the velocity after it).
+    (step,) = continue_walk(walk, 1, edges="flat", log_every=1)["log"]
+    assert step["walls"] == 0 and step["x"] == pytest.approx(flat["x"] + flat["drift_dx"], abs=1e-6)
+    assert flat["drift_dx"] == linear["drift_dx"] != 0  # the carried force does not depend on the edges
     assert flat["x_edge"] == linear["x_edge"] and flat["x_top_centre"] < flat["x_edge"]
     with pytest.raises(ConfigError, match="valid: classic, walk"):
         continue_walk(walk, 10, schedule="flat-histogram")
@@ -108,4 +126,15 @@ def test_the_wall_check_script_measures_and_writes_both_continuations(walk, tmp_
         ("classic", "linear", 100),
     ]
     printed = capsys.readouterr().out
-    assert "flat edges: walker at x" in printed and "classic ln f: 100 steps" in printed
+    assert "flat edges: walker at x" in printed and "classic ln f, kept wall force: 100 steps" in printed
+    assert [c["wall_force"] for c in result["continuations"]] == ["kept", "kept"]  # as the walk ran
+
+    assert (
+        script.main(
+            [str(walk), "--steps", "100", "--out", str(out), "--wall-force", "fresh", "--schedule", "walk"]
+        )
+        == 0
+    )
+    (fresh,) = json.loads(out.read_text())["continuations"]
+    assert (fresh["schedule"], fresh["wall_force"]) == ("walk", "fresh")
+    assert fresh["log"][0]["step"] == result["continuations"][0]["log"][0]["step"]
