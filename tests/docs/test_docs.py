@@ -208,6 +208,10 @@ def test_an_incremental_build_redraws_the_pages_that_read_new_records(tmp_path):
         module["ROOT"] = saved
 
 
+REMEASURED_ON_THE_REPLACEMENT_MACHINE = {2}
+"""Seeds whose protocol-4 injections ran on the machine that replaced the first (2026-12-04, 22:00 UTC)."""
+
+
 @pytest.mark.parametrize("records", ["protocol-2", "protocol-2-remeasured", "protocol-3", "protocol-4"])
 def test_study_bs_retention_table_is_the_one_the_committed_records_rebuild(records):
     """docs/study_b.md quotes `interp study-b records results/study-b/RECORDS` as they stand
@@ -242,14 +246,24 @@ def test_protocol_4_repeats_protocol_3_for_every_seed_whose_walk_ended_before_pr
     for seed in both:
         rows = [frame[frame["seed"] == seed].reset_index(drop=True) for frame in runs.values()]
         pd.testing.assert_frame_equal(*rows)
-    # Every seed starts from the same AdamW model under both, so its AdamW injections are the same.
+    # Every seed starts from the same AdamW model under both, so on one machine its AdamW
+    # injections are the same. Seed 2's protocol-4 injections ran on the machine that replaced
+    # the first one, which rounds float32 otherwise: the same model, other numbers (the page
+    # says so and quotes both).
+    page = (DOCS / "study_b.md").read_text()
     for seed in sorted(set(runs["protocol-3"]["seed"]) & set(runs["protocol-4"]["seed"])):
         rows = [
             frame[(frame["seed"] == seed) & (frame["model"] == "adamw")].reset_index(drop=True)
             for frame in runs.values()
         ]
         assert len(rows[0]) == 3, seed
-        pd.testing.assert_frame_equal(*rows)
+        if seed not in REMEASURED_ON_THE_REPLACEMENT_MACHINE:
+            pd.testing.assert_frame_equal(*rows)
+            continue
+        same = ["seed", "model", "noise", "test_acc_before", "source"]
+        pd.testing.assert_frame_equal(rows[0][same], rows[1][same])  # the same model injected
+        random = [f"{frame.loc[frame['noise'] == 'random', 'test_acc_after'].item():.3f}" for frame in rows]
+        assert f"{random[1]} of the\ntask there" in page and f"and {random[0]} on the machine" in page
 
 
 def test_protocol_3s_decision_is_the_one_the_committed_pilots_give():
