@@ -35,9 +35,14 @@ def param(default: Any, help: str, *, factory: Any = None, **kwargs: Any) -> Any
         factory: A zero-argument callable making the default, for mutable defaults (e.g. `dict`).
         **kwargs: More metadata (e.g. ``cli=False`` to keep a field off the command line;
             ``added=True`` for a field added after configs were first written: `to_dict`
-            leaves it out at its default, so older configs stay as they were written).
+            leaves it out at its default, so older configs stay as they were written;
+            ``absent=VALUE`` for such a field whose default is not what the configs written
+            before it did: a config without the key means `VALUE`, and `to_dict` leaves the
+            field out while it holds `VALUE`, so those configs still resume as they ran).
     """
     metadata = {"help": help, **kwargs}
+    if "absent" in metadata:
+        metadata["added"] = True
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -88,12 +93,22 @@ def check_bool(owner: str, name: str, value: Any) -> None:
         raise ConfigError(f"{owner}.{name} = {value!r} is invalid", "use true or false")
 
 
+def absent_value(field: dataclasses.Field) -> Any:
+    """What a config without the key of an added field means (`param`'s ``absent``, else its
+    default); `dataclasses.MISSING` for a field every config holds.
+    """
+    if "absent" in field.metadata:
+        return field.metadata["absent"]
+    return field.default if field.metadata.get("added") else dataclasses.MISSING
+
+
 def to_dict(config: Any) -> dict[str, Any]:
     """Return a JSON-ready dict of a (possibly nested) dataclass config.
 
-    A field made with ``param(..., added=True)`` is left out while it holds its default: it
-    was added after configs were first written, so a config that does not use it is written as
-    before (a run folder started before the field existed compares equal and resumes).
+    A field made with ``param(..., added=True)`` is left out while it holds its default (with
+    ``absent=VALUE``: while it holds `VALUE`): it was added after configs were first written,
+    so a config that does not use it is written as before (a run folder started before the
+    field existed compares equal and resumes).
     """
     return _jsonable(config)
 
@@ -103,7 +118,7 @@ def _jsonable(value: Any) -> Any:
         return {
             f.name: _jsonable(getattr(value, f.name))
             for f in dataclasses.fields(value)
-            if not (f.metadata.get("added") and getattr(value, f.name) == f.default)
+            if absent_value(f) is dataclasses.MISSING or getattr(value, f.name) != absent_value(f)
         }
     if isinstance(value, dict):
         return {k: _jsonable(v) for k, v in value.items()}
@@ -146,6 +161,8 @@ def from_dict(cls: type[T], data: Mapping[str, Any], *, where: str | None = None
     for name, field in fields.items():
         if name in data:
             kwargs[name] = _coerce(hints[name], data[name], where)
+        elif "absent" in field.metadata:  # written before the field: what those configs did
+            kwargs[name] = field.metadata["absent"]
         elif field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
             raise ConfigError(f"missing key {name!r} for {cls.__name__}{origin}")
     return cls(**kwargs)

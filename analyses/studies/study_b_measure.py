@@ -38,7 +38,7 @@ from analyses.studies.study_b import (
 )
 from analyses.studies.study_b_settings import StudyBSettings, WLMDSettings
 from analyses.studies.study_c import t_interval
-from interp.config import from_dict, to_dict
+from interp.config import absent_value, from_dict, to_dict
 from interp.errors import ConfigError, note
 from interp.store import checkpoint_dir, list_checkpoints
 from interp.store.atomic import atomic_write_json
@@ -438,13 +438,13 @@ def measure(
     return table(out)
 
 
-# The defaults of the fields `to_dict` leaves out at their default (`param(..., added=True)`);
-# their names differ between StudyBSettings and WLMDSettings.
+# What an absent key of the fields `to_dict` may leave out means (`param(..., added=True)` or
+# ``absent=``, `interp.config.absent_value`); their names differ between StudyBSettings and WLMDSettings.
 _ADDED_DEFAULTS = {
-    f.name: f.default
+    f.name: absent_value(f)
     for cls in (StudyBSettings, WLMDSettings)
     for f in dataclasses.fields(cls)
-    if f.metadata.get("added")
+    if absent_value(f) is not dataclasses.MISSING
 }
 
 

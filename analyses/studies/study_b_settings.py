@@ -103,11 +103,11 @@ class WLMDSettings:
         added=True,
     )
     wall_force: str = param(
-        "kept",
-        "The force on a walker whose drift left the grid (undone, velocity reversed): kept (its "
-        "last accepted step's, as every walk of protocols 1 to 5 ran) or fresh (recomputed under "
-        "the current S, so the deposits made while it could not move push it off the wall).",
-        added=True,
+        "fresh",
+        "The force on a walker whose drift left the grid (undone, velocity reversed): fresh "
+        "(recomputed under the current S, so the deposits made while it could not move push it "
+        "off the wall) or kept (its last accepted step's, as every walk of protocols 1 to 5 ran).",
+        absent="kept",
     )
 
     target_halvings: int | None = param(
@@ -234,13 +234,15 @@ CPU_WLMD = WLMDSettings(
     y_low=9.5,
     bins=(4, 7),
     max_samples=4,
+    wall_force="kept",
 )
 """The CPU-scale protocol's WLMD: a short walk on a narrow grid around the AdamW model.
 
 Narrow: the walk starts in the functional region (at the AdamW model) and the grid walls keep it
 there; a wide grid gives the same in-window distribution, only later (the walk has to come
 back). The upper x wall is the window's upper edge, where a nearly free walk piles up (more
-volume at higher loss), so it stays in the window."""
+volume at higher loss), so it stays in the window. A reflected walker keeps its force, as
+protocols 1-5 (all built on these settings) ran; protocol 6 recomputes it."""
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,10 @@ Study B's equilibrium models are samples of WLMD on the sphere ``||theta|| = R``
   position renormalised after every drift (RATTLE-style);
 * the wall: a drift that leaves the grid is undone and the velocity reversed (a reflecting hard
   wall, the standard way to confine Hamiltonian dynamics; the rejected step counts as a visit
-  of the current bin, as in Monte-Carlo Wang-Landau). The reflected walker keeps the force of
-  its last accepted step (``wall_force="kept"``, every walk before protocol 6) or has it
-  recomputed under the current ``S`` (``"fresh"``). Only the fresh force feels what the
+  of the current bin, as in Monte-Carlo Wang-Landau). The reflected walker has its force
+  recomputed at its unmoved position under the current ``S`` (``wall_force="fresh"``, the
+  default) or keeps the force of its last accepted step (``"kept"``: every walk before the
+  field, so study B's protocols 1-5, which resume as they ran). Only the fresh force feels what the
   deposits at a walker's bin did while it could not move: a walker close enough to an edge that
   every drift leaves the grid (the thermal step raises ``ln loss`` by second-order terms more
   than its margin) never moves again under a kept force, however much ``S`` grows under it
@@ -89,9 +90,9 @@ class WLMDConfig:
         seed: Seed of initial velocities and thermostat noise.
         engine: ``"loop"`` (walkers one after the other) or ``"vectorized"`` (every walker's CVs
             and force in one vmap forward and backward; the CV function must be vmap-able).
-        wall_force: A reflected walker's force: ``"kept"`` (its last accepted step's) or
-            ``"fresh"`` (recomputed at its position under the current S: one more forward and
-            backward per reflection).
+        wall_force: A reflected walker's force: ``"fresh"`` (recomputed at its position under
+            the current S: one more forward and backward per reflection) or ``"kept"`` (its
+            last accepted step's; what a run folder without the field ran).
     """
 
     grid: GridSpec
@@ -104,9 +105,9 @@ class WLMDConfig:
     share_every: int = 100
     seed: int = 0
     engine: str = param("loop", "loop or vectorized (see ENGINES).", added=True)
-    # "kept" is the default because every walk before the field ran with it: a folder that does
-    # not record the field resumes with the dynamics it started with.
-    wall_force: str = param("kept", "kept or fresh (see WALL_FORCES).", added=True)
+    # Every walk before the field kept the force: a folder that does not record it resumes with
+    # the dynamics it started with, a new walk gets the fresh force.
+    wall_force: str = param("fresh", "fresh or kept (see WALL_FORCES).", absent="kept")
 
     def __post_init__(self) -> None:
         check_choice("WLMDConfig", "engine", self.engine, ENGINES)

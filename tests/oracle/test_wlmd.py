@@ -377,15 +377,20 @@ def test_a_reflected_walkers_fresh_force_is_the_current_outermost_slope():
         assert (slope > 0) and (wall_force == "kept" or sampler.force[0].abs().max() > 0)
 
 
-def test_the_wall_force_is_written_only_when_fresh_and_checked():
-    """Every walk before the field kept the force and resumes with its config unchanged."""
+def test_a_walk_without_the_wall_force_kept_it_and_a_new_walk_recomputes_it():
+    """A config written before the field (every walk of protocols 1-5) reads as the kept force
+    and is written back unchanged; a new walk gets the fresh force, recorded; others are refused.
+    """
     from interp.config import from_dict
     from interp.errors import ConfigError
 
     grid = GridSpec((0.0, 1.0), (0.0, 1.0), 2, 1)
-    assert "wall_force" not in to_dict(WLMDConfig(grid=grid))
-    fresh = WLMDConfig(grid=grid, wall_force="fresh")
-    assert to_dict(fresh)["wall_force"] == "fresh" and from_dict(WLMDConfig, to_dict(fresh)) == fresh
+    fresh, kept = WLMDConfig(grid=grid), WLMDConfig(grid=grid, wall_force="kept")
+    assert fresh.wall_force == "fresh" and to_dict(fresh)["wall_force"] == "fresh"
+    assert "wall_force" not in to_dict(kept)  # as every walk before the field was written
+    old = {k: v for k, v in to_dict(fresh).items() if k != "wall_force"}
+    assert from_dict(WLMDConfig, old) == kept
+    assert from_dict(WLMDConfig, to_dict(fresh)) == fresh
     with pytest.raises(ConfigError, match=r"wall_force = 'new' is not valid \(valid: fresh, kept\)"):
         WLMDConfig(grid=grid, wall_force="new")
 
