@@ -212,7 +212,9 @@ REMEASURED_ON_THE_REPLACEMENT_MACHINE = {2}
 """Seeds whose protocol-4 injections ran on the machine that replaced the first (2026-12-04, 22:00 UTC)."""
 
 
-@pytest.mark.parametrize("records", ["protocol-2", "protocol-2-remeasured", "protocol-3", "protocol-4"])
+@pytest.mark.parametrize(
+    "records", ["protocol-2", "protocol-2-remeasured", "protocol-3", "protocol-4", "protocol-5"]
+)
 def test_study_bs_retention_table_is_the_one_the_committed_records_rebuild(records):
     """docs/study_b.md quotes `interp study-b records results/study-b/RECORDS` as they stand
     (re-export and paste the tables again when a seed's records land).
