@@ -83,7 +83,7 @@ def wall_force(entropy: str | Path, edges: str, *, k: float = K) -> dict[str, fl
         ``drift_dx_linear``: its first-order part ``grad x . drift`` (the rest is curvature).
     """
     sampler = _saved_walk(entropy, edges, k=k)
-    theta, cfg = sampler.theta[0], sampler.config
+    theta = sampler.theta[0]
     with torch.enable_grad():
         t = theta.detach().requires_grad_(True)
         (grad_x,) = torch.autograd.grad(sampler.cv_fn(t)[0], t)
@@ -91,10 +91,7 @@ def wall_force(entropy: str | Path, edges: str, *, k: float = K) -> dict[str, fl
     tangent_x = sampler.tangent(grad_x, theta)
     unit_x = tangent_x / tangent_x.norm()
     tangent_force, kept = sampler.tangent(force, theta), sampler.tangent(sampler.force[0], theta)
-    # The drift `Sampler._move` would try next, before its thermostat noise.
-    drift = theta + cfg.dt * sampler.tangent(sampler.v[0] + 0.5 * cfg.dt * sampler.force[0], theta)
-    if cfg.radius is not None:
-        drift = drift * (cfg.radius / drift.norm())
+    _, drift = sampler.drift(theta, sampler.v[0], sampler.force[0])  # the step's next try
     with torch.no_grad():
         drift_x = float(sampler.cv_fn(drift)[0])
     centres_x, _ = sampler.spec.centres()
@@ -136,9 +133,9 @@ def continue_walk(
             default: the walk's own).
 
     Returns:
-        The settings (``wall_force`` the one used), ``log`` (step, x, y, wall reflections so far, ln f), the walker's
-        ``x_range`` over the continuation, ``bins`` (bins visited in it), ``walls``, the final
-        ``S`` of walker 0 and the seconds it took.
+        The settings (``wall_force`` the one used), ``log`` (step, x, y, wall reflections so
+        far, ln f), the walker's ``x_range`` over the continuation, ``bins`` (bins visited in
+        it), ``walls``, the final ``S`` of walker 0 and the seconds it took.
     """
     sampler = _saved_walk(entropy, edges, schedule, k, wall_force)
     start_step, start_walls = sampler.step, sampler.walls

@@ -20,8 +20,9 @@ error (it would mix two experiments in one folder). Two floats that agree to flo
 (`FLOAT32_RTOL`) are the same value: a config may hold a quantity measured in float32 (study B's
 entropy grid lies around the AdamW model's loss), and another CPU's kernels round its last bit
 otherwise, so a run carried to a new machine would be refused for a difference of one unit in
-the last place. The stored config.json is kept; the run goes on with the value measured now. Every JSON file carries a
-`format_version`; a file from a newer `interp` is refused rather than misread.
+the last place. The stored config.json is kept; the run goes on with the value measured now.
+Every JSON file carries a `format_version`; a file from a newer `interp` is refused rather than
+misread.
 """
 
 from __future__ import annotations

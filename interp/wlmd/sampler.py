@@ -272,13 +272,21 @@ class Sampler:
         """A standard normal vector shaped like `like` [P], from the CPU generator, on its device."""
         return torch.randn(like.shape, generator=self.gen, dtype=like.dtype).to(like.device)
 
-    def _move(self, w: int) -> None:
+    def drift(self, theta: Tensor, v: Tensor, force: Tensor) -> tuple[Tensor, Tensor]:
+        """The half-kicked tangent velocity and the position it drifts to (back on the sphere):
+        the part of a step before the grid is checked, for one walker (all [P]).
+        """
         cfg = self.config
-        theta, v, force = self.theta[w], self.v[w], self.force[w]
         v = self.tangent(v + 0.5 * cfg.dt * force, theta)
         new = theta + cfg.dt * v
         if cfg.radius is not None:
             new = new * (cfg.radius / new.norm())
+        return v, new
+
+    def _move(self, w: int) -> None:
+        cfg = self.config
+        theta, force = self.theta[w], self.force[w]
+        v, new = self.drift(theta, self.v[w], force)
         cv, new_force = self._cv_force(new, self.S[w])
         if cv is None:  # the wall: undo the drift, reverse the velocity
             new, v, cv = theta, -v, self.cv[w]
