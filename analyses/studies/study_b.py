@@ -187,6 +187,7 @@ def wlmd_sample(
         window or settings.window(x0, y0),
         every=settings.every,
         max_samples=settings.max_samples,
+        checkpoint_every=settings.checkpoint_every,
         digests=digests,
         migrate=migrate,
     )

@@ -45,6 +45,7 @@ from interp.store.atomic import atomic_write_json
 from interp.store.run_folder import is_done, read_config, read_done, read_metrics
 from interp.sweep.specs import seed_folder, seed_folders
 from interp.text import format_table
+from interp.wlmd.sampler import PROGRESS_DIR
 
 SETTINGS_FILE = "settings.json"
 NOISES = ("random", "square", "sum")
@@ -64,7 +65,8 @@ def wlmd_samples(
     starts: Sequence[str | Path] | None = None,
 ) -> list[Path]:
     """WLMD from `adamw` on the narrow grid into ``folder`` (reused if its production is DONE; a
-    production stopped before its end is run again, to the same samples), on `device`; walker i
+    production stopped before its end resumes, or, written by an `interp` whose production
+    could not resume, is run again from the walk's end, to the same samples), on `device`; walker i
     starts at ``starts[i]`` when given (the grid then widened to hold every start:
     `study_b.grid_holding`).
 
@@ -74,9 +76,10 @@ def wlmd_samples(
     folder = Path(folder)
     if is_done(folder / "samples"):
         return [checkpoint_dir(folder / "samples", s) for s in list_checkpoints(folder / "samples")]
-    if (folder / "samples").exists():
-        # A production stopped before its end. It cannot resume, but it starts from the walk's
-        # final checkpoint and its random stream, so run again it saves the same samples.
+    if (folder / "samples").exists() and not (folder / "samples" / PROGRESS_DIR).exists():
+        # A production stopped before its end, written before production could resume. It
+        # starts from the walk's final checkpoint and its random stream: run again, it saves
+        # the same samples.
         note(f"{folder / 'samples'}: production stopped before its end; sampling again from the walk's end")
         shutil.rmtree(folder / "samples")
     wlmd = dataclasses.replace(settings.wlmd, seed=seed)

@@ -22,7 +22,7 @@ import hashlib
 import os
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,7 @@ from interp.store.layout import (
     STEP_DIR,
     TRAIN_STATE_FILE,
     complete_steps,
-    list_checkpoints,  # noqa: F401 - part of this module's surface since before the move
+    list_checkpoints,
     others_hint,
     read_latest,
     read_manifest,
@@ -147,6 +147,24 @@ def save_checkpoint(
         raise
     atomic_write_text(ckpt_dir / LATEST_FILE, final.name + "\n")
     return final
+
+
+def drop_checkpoints(run_dir: str | os.PathLike[str], steps: Iterable[int]) -> None:
+    """Delete the checkpoints of `steps` and point LATEST at the newest one left (none: no LATEST).
+
+    LATEST moves first, so a process killed half-way leaves LATEST naming a complete
+    checkpoint (and, at worst, some of `steps` still on disk).
+    """
+    run_dir = Path(run_dir)
+    ckpt_dir, doomed = run_dir / CHECKPOINTS_DIR, set(steps)
+    kept = [s for s in list_checkpoints(run_dir) if s not in doomed]
+    if read_latest(ckpt_dir) != (checkpoint_name(kept[-1]) if kept else None):
+        if kept:
+            atomic_write_text(ckpt_dir / LATEST_FILE, checkpoint_name(kept[-1]) + "\n")
+        else:
+            (ckpt_dir / LATEST_FILE).unlink(missing_ok=True)
+    for step in sorted(doomed):
+        shutil.rmtree(ckpt_dir / checkpoint_name(step), ignore_errors=True)
 
 
 def _write_synced(path: Path, data: bytes) -> None:

@@ -43,11 +43,14 @@ The state lives on the device of the start (or the `device` given on resume); ``
 the CVs and the RNG stay on the CPU.
 
 `wlmd_run` runs the entropy phase into a run folder; `wlmd_produce` samples with ``S`` frozen
-and saves snapshots in a target window as ordinary checkpoints any analysis can open.
+and saves snapshots in a target window as ordinary checkpoints any analysis can open. Both stop
+cleanly on a signal and resume bit-identically (a production of 50,000 steps outlasts a
+working session on one core).
 """
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +65,8 @@ from interp.errors import CheckpointError, ConfigError, TrainingInterrupted
 from interp.metrics import full_precision
 from interp.signals import stop_on_signals
 from interp.splits import Split
+from interp.store.checkpoint import drop_checkpoints
+from interp.store.run_folder import checkpoint_dir, truncate_metrics
 from interp.store.session import RunSession, open_run
 from interp.wlmd.grid import GridSpec, OutOfGrid, Schedule, deposit, flatness, interpolate
 
@@ -191,6 +196,10 @@ class Sampler:
             "walls": self.walls,
             "frozen": self.frozen,
         }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from `state` (a `state_dict()`), on the device the positions are on now."""
+        self._load(state, self.theta.device)
 
     def _load(self, state: Mapping[str, Any], device: str | torch.device | None) -> None:
         for key in ("theta", "v", "force", "cv", "S", "H"):
@@ -539,6 +548,10 @@ def _save(run: RunSession, sampler: Sampler, cvs: ModelCVs, meta: Mapping[str, A
     )
 
 
+PROGRESS_DIR = "progress"
+"""The run folder inside a production folder that holds its resume point (`wlmd_produce`)."""
+
+
 def wlmd_produce(
     out_dir: str | Path,
     run_config: Mapping[str, Any],
@@ -549,63 +562,116 @@ def wlmd_produce(
     *,
     every: int = 1,
     max_samples: int | None = None,
+    checkpoint_every: int = 1000,
     meta: Mapping[str, Any] | None = None,
     digests: Mapping[str, str] | None = None,
     migrate: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> list[Path]:
     """Sample with S frozen; save each walker state whose (x, y) is in `window` as a checkpoint.
 
+    Production resumes: every `checkpoint_every` steps, and at a stop signal, the sampler's whole
+    state and the number of samples saved so far are checkpointed in ``out_dir/progress`` (a run
+    folder of its own). Called again, it continues from there bit-identically (same samples, same
+    order), re-saving any sample a killed process wrote after that point. ``progress`` is deleted
+    once DONE is written.
+
     Args:
+        out_dir: The production's run folder; checkpoint `n` is the n-th sample (meta: x, y,
+            walker, sampler step). DONE is written at the end.
         run_config: The config.json content (model, task, `train`); a ``wlmd_production``
             section with the window and steps is added.
         cvs: The collective variables the walkers are measured in.
-        sampler: The sampler after its entropy phase (`wlmd_run`); it is advanced in place.
+        sampler: The sampler after its entropy phase (`wlmd_run`); it is advanced in place (and,
+            on resume, first set to the saved state).
         steps: Production steps.
-        meta: More checkpoint metadata.
-        digests: Split digests of the CVs' data, stored with every sample.
-        migrate: Turns an existing folder's config into the current form (as `wlmd_run`'s).
-        out_dir: A new run folder; checkpoint `n` is the n-th sample (meta: x, y, walker,
-            sampler step). DONE is written at the end; a partial folder is refused.
         window: ``(x_lo, x_hi, y_lo, y_hi)``, inclusive.
         every: Look at the walkers every this many steps (decorrelation).
         max_samples: Stop after this many samples.
+        checkpoint_every: Save the resume point every this many production steps.
+        meta: More checkpoint metadata.
+        digests: Split digests of the CVs' data, stored with every sample.
+        migrate: Turns an existing folder's config into the current form (as `wlmd_run`'s).
 
     Returns:
-        The checkpoint folders written.
+        The checkpoint folders of the samples (those of a finished production when `out_dir`
+        holds one).
+
+    Raises:
+        CheckpointError: If `out_dir` holds samples but no resume point (a production of an
+            `interp` before this one: it cannot continue; sample into a new folder).
+        TrainingInterrupted: On SIGINT / SIGTERM / SIGHUP, after saving the resume point at the
+            step reached.
     """
     production = {"window": list(window), "steps": steps, "every": every, "max_samples": max_samples}
     if sampler.config.engine != "loop":  # recorded as the entropy phase records it: only when not the loop
         production["engine"] = sampler.config.engine
-    with open_run(out_dir, {**run_config, "wlmd_production": production}, digests, migrate=migrate) as run:
-        if run.checkpoints() or run.finished() is not None:
+    config = {**run_config, "wlmd_production": production}
+    x_lo, x_hi, y_lo, y_hi = window
+    with open_run(out_dir, config, digests, migrate=migrate) as run:
+        if run.finished() is not None:
+            return [checkpoint_dir(run.run_dir, s) for s in run.checkpoints()]
+        with open_run(run.run_dir / PROGRESS_DIR, config, digests, migrate=migrate) as progress:
+            start, saved = _production_start(run, progress, sampler, cvs)
+            with stop_on_signals() as stop:
+                while sampler.step - start < steps and (max_samples is None or len(saved) < max_samples):
+                    if stop.signum is not None:
+                        _save_progress(progress, sampler, cvs, start, len(saved))
+                        raise TrainingInterrupted(
+                            stop.signum, sampler.step - start, progress.run_dir, unit="production step"
+                        )
+                    sampler.advance()
+                    if sampler.step % every == 0:  # the sampler's own step: as productions always looked
+                        for w in range(sampler.n_walkers):
+                            x, y = sampler.cv[w].tolist()
+                            inside = x_lo <= x <= x_hi and y_lo <= y <= y_hi
+                            if inside and (max_samples is None or len(saved) < max_samples):
+                                info = {"x": x, "y": y, "walker": w, "sampler_step": sampler.step}
+                                state = cvs.state_dict(sampler.theta[w])
+                                saved.append(run.save(len(saved), state, None, meta={**(meta or {}), **info}))
+                                run.log({"step": len(saved) - 1, **info})
+                    if (sampler.step - start) % checkpoint_every == 0:
+                        _save_progress(progress, sampler, cvs, start, len(saved))
+        run.finish({"samples": len(saved), "steps": steps, "window": list(window)})
+    shutil.rmtree(run.run_dir / PROGRESS_DIR)  # after DONE: a kill in between leaves a finished production
+    return saved
+
+
+def _production_start(
+    run: RunSession, progress: RunSession, sampler: Sampler, cvs: ModelCVs
+) -> tuple[int, list[Path]]:
+    """Where `wlmd_produce` starts: the sampler step its production started at and the samples
+    saved so far. `sampler` is set to the resume point's state when there is one; a fresh
+    production freezes it and saves its first resume point.
+    """
+    ckpt = progress.resume()
+    if ckpt is None:
+        if run.checkpoints():
             raise CheckpointError(
-                f"{run.run_dir} already holds samples", "production is not resumable; use a new folder"
+                f"{run.run_dir} holds samples but no resume point ({PROGRESS_DIR}/): an older interp "
+                "wrote it, whose production could not resume",
+                "sample into a new folder, or delete this one to sample again from the walk's end",
             )
         sampler.frozen = True
-        saved: list[Path] = []
-        x_lo, x_hi, y_lo, y_hi = window
-        for _ in range(steps):
-            sampler.advance()
-            if sampler.step % every:
-                continue
-            for w in range(sampler.n_walkers):
-                x, y = sampler.cv[w].tolist()
-                if (
-                    x_lo <= x <= x_hi
-                    and y_lo <= y <= y_hi
-                    and (max_samples is None or len(saved) < max_samples)
-                ):
-                    info = {"x": x, "y": y, "walker": w, "sampler_step": sampler.step}
-                    saved.append(
-                        run.save(
-                            len(saved), cvs.state_dict(sampler.theta[w]), None, meta={**(meta or {}), **info}
-                        )
-                    )
-                    run.log({"step": len(saved) - 1, **info})
-            if max_samples is not None and len(saved) >= max_samples:
-                break
-        run.finish({"samples": len(saved), "steps": steps, "window": list(window)})
-        return saved
+        _save_progress(progress, sampler, cvs, sampler.step, 0)
+        return sampler.step, []
+    sampler.load_state_dict(ckpt.train_state["wlmd"])
+    count = int(ckpt.meta["samples"])
+    # Samples a killed process saved after the resume point are saved again (the same ones).
+    drop_checkpoints(run.run_dir, [s for s in run.checkpoints() if s >= count])
+    truncate_metrics(run.run_dir, count - 1)
+    return int(ckpt.meta["start"]), [checkpoint_dir(run.run_dir, s) for s in range(count)]
+
+
+def _save_progress(progress: RunSession, sampler: Sampler, cvs: ModelCVs, start: int, samples: int) -> None:
+    """Checkpoint production's resume point (at its own step count) and drop the earlier one."""
+    earlier = progress.checkpoints()
+    progress.save(
+        sampler.step - start,
+        cvs.state_dict(sampler.theta[0]),
+        {"wlmd": sampler.state_dict()},
+        meta={"start": start, "samples": samples},
+    )
+    drop_checkpoints(progress.run_dir, [s for s in earlier if s != sampler.step - start])
 
 
 def walk_record(sampler: Sampler, start: Tensor, previous_S: Tensor | None = None) -> dict[str, Any]:

@@ -465,3 +465,116 @@ def test_a_wlmd_step_on_the_fast_forward_equals_the_hooked_forward():
     for key in ("cv", "force", "theta", "v", "S"):
         scale = max(b[key].abs().max().item(), 1.0)
         torch.testing.assert_close(a[key].double(), b[key].double(), atol=1e-5 * scale, rtol=0, msg=key)
+
+
+def _produce(folder, cvs, run_config, radius, steps=12, **kwargs):
+    """A two-walker production of `steps` steps from the same start every time, looking every 2
+    steps over the whole grid: a sample at every even step of each walker.
+    """
+    sampler = Sampler(cvs, _model_config(radius), torch.stack([cvs.flatten(), cvs.flatten() * 1.01]))
+    window = (-8.0, 3.0, 0.0, 10.5)
+    return sampler, wlmd_produce(folder, run_config, cvs, sampler, steps, window, every=2, **kwargs)
+
+
+def _same_samples(a, b):
+    from interp.store.checkpoint import load_checkpoint
+    from interp.store.run_folder import read_metrics
+
+    assert [p.name for p in a] == [p.name for p in b] and a
+    for x, y in zip(a, b, strict=True):
+        x, y = load_checkpoint(x, load_train_state=False), load_checkpoint(y, load_train_state=False)
+        assert x.meta == y.meta and x.state_dict.keys() == y.state_dict.keys()
+        assert all(torch.equal(x.state_dict[k], y.state_dict[k]) for k in x.state_dict)
+    assert read_metrics(a[0].parent.parent) == read_metrics(b[0].parent.parent)
+
+
+def _same_state(a: Sampler, b: Sampler):
+    a, b = a.state_dict(), b.state_dict()
+    for key in a:
+        assert torch.equal(a[key], b[key]) if isinstance(a[key], torch.Tensor) else a[key] == b[key], key
+
+
+def test_a_signal_stops_production_at_the_step_reached_and_it_resumes_to_the_same_samples(
+    tmp_path, monkeypatch
+):
+    """SIGTERM at production step 5 of 12 (resume points every 100): the resume point is saved at
+    step 5, TrainingInterrupted names it, and the same call finishes with the samples, log and
+    sampler state of a production never stopped; the resume point is gone once DONE is written.
+    """
+    import os
+    import signal
+
+    from interp.errors import TrainingInterrupted
+    from interp.store import is_done, list_checkpoints
+    from interp.wlmd.sampler import PROGRESS_DIR
+
+    _, _, cvs, run_config = _tiny()
+    radius = cvs.flatten().norm().item()
+    straight, expected = _produce(tmp_path / "a", cvs, run_config, radius, checkpoint_every=100)
+    assert len(expected) == 12  # 2 walkers x 6 even steps
+    advance = Sampler.advance
+
+    def signalled(self):
+        advance(self)
+        if self.step == 5:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(Sampler, "advance", signalled)
+    with pytest.raises(TrainingInterrupted, match="stopped by SIGTERM at production step 5"):
+        _produce(tmp_path / "b", cvs, run_config, radius, checkpoint_every=100)
+    assert list_checkpoints(tmp_path / "b" / PROGRESS_DIR) == [5]  # the step-0 point was replaced
+    assert list_checkpoints(tmp_path / "b") == [0, 1, 2, 3] and not is_done(tmp_path / "b")
+    monkeypatch.setattr(Sampler, "advance", advance)
+    resumed, saved = _produce(tmp_path / "b", cvs, run_config, radius, checkpoint_every=100)
+    _same_samples(saved, expected)
+    _same_state(resumed, straight)
+    assert is_done(tmp_path / "b") and not (tmp_path / "b" / PROGRESS_DIR).exists()
+    _, again = _produce(tmp_path / "b", cvs, run_config, radius, checkpoint_every=100)
+    assert again == saved  # a finished production is read back, not sampled again
+
+
+def test_samples_a_killed_production_saved_after_its_resume_point_are_saved_again(tmp_path, monkeypatch):
+    """A process dying at step 7 (no signal: nothing is saved then) with resume points every 4
+    steps: the samples of step 6 lie past the resume point of step 4. Resuming drops them (a
+    second death at step 5 finds only the samples of steps 2 and 4, LATEST naming the last) and
+    saves them again: the folder ends as a production never stopped.
+    """
+    from interp.store import list_checkpoints, read_metrics
+    from interp.store.layout import read_latest
+
+    _, _, cvs, run_config = _tiny()
+    radius = cvs.flatten().norm().item()
+    straight, expected = _produce(tmp_path / "a", cvs, run_config, radius, checkpoint_every=4)
+    advance = Sampler.advance
+
+    def dying_at(step):
+        def dying(self):
+            advance(self)
+            if self.step == step:
+                raise RuntimeError("killed")
+
+        return dying
+
+    for step, samples in [(7, 6), (5, 4)]:
+        monkeypatch.setattr(Sampler, "advance", dying_at(step))
+        with pytest.raises(RuntimeError, match="killed"):
+            _produce(tmp_path / "b", cvs, run_config, radius, checkpoint_every=4)
+        assert list_checkpoints(tmp_path / "b") == list(range(samples))
+        assert [r["step"] for r in read_metrics(tmp_path / "b")] == list(range(samples))
+        assert read_latest(tmp_path / "b" / "checkpoints") == f"step_{samples - 1:06d}"
+    monkeypatch.setattr(Sampler, "advance", advance)
+    resumed, saved = _produce(tmp_path / "b", cvs, run_config, radius, checkpoint_every=4)
+    _same_samples(saved, expected)
+    _same_state(resumed, straight)
+
+
+def test_samples_without_a_resume_point_are_refused(tmp_path):
+    """A partial production an older interp wrote (samples, no resume point) cannot continue."""
+    from interp.errors import CheckpointError
+
+    _, _, cvs, run_config = _tiny()
+    radius = cvs.flatten().norm().item()
+    _produce(tmp_path / "a", cvs, run_config, radius)
+    (tmp_path / "a" / "DONE").unlink()  # as a kill before the end left it, before resume points
+    with pytest.raises(CheckpointError, match="holds samples but no resume point"):
+        _produce(tmp_path / "a", cvs, run_config, radius)

@@ -365,7 +365,7 @@ def test_a_walk_that_named_its_start_by_absolute_path_still_resumes(straight, tm
     path = walk / "entropy" / "config.json"  # as the older code wrote it
     config = json.loads(path.read_text())
     path.write_text(json.dumps({**config, "source": str((path.parent / config["source"]).resolve())}))
-    shutil.rmtree(walk / "samples")  # production is redone from the resumed walk (not resumable)
+    shutil.rmtree(walk / "samples")  # production is sampled again from the resumed walk
     settings = dataclasses.replace(CHUNKED.wlmd, seed=0)
     _, samples = study_b.wlmd_sample(walk, adamw, settings)
     expected = sorted((seed_folder(straight, 0) / "wlmd" / "samples" / "checkpoints").glob("step_*"))

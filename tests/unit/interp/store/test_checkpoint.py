@@ -17,6 +17,7 @@ import torch
 from interp.errors import CheckpointError, FormatVersionError
 from interp.store.checkpoint import (
     Checkpoint,
+    drop_checkpoints,
     list_checkpoints,
     load_checkpoint,
     load_state_into,
@@ -143,6 +144,17 @@ def test_saving_a_step_again_replaces_it(run_dir: Path) -> None:
         "step_000001",
         "step_000002",
     ]
+
+
+def test_dropping_checkpoints_points_latest_at_the_newest_left(run_dir: Path) -> None:
+    save_steps(run_dir, 1, 2, 3)
+    drop_checkpoints(run_dir, [3])
+    assert list_checkpoints(run_dir) == [1, 2] and load_checkpoint(run_dir).step == 2
+    drop_checkpoints(run_dir, [1])  # LATEST already names the newest left
+    assert list_checkpoints(run_dir) == [2] and load_checkpoint(run_dir).step == 2
+    drop_checkpoints(run_dir, [2, 7])  # a step that is not there is no error
+    assert list_checkpoints(run_dir) == [] and not (run_dir / "checkpoints" / "LATEST").exists()
+    assert "no checkpoint yet" in raised(CheckpointError, load_checkpoint, run_dir)
 
 
 def test_train_state_that_could_not_be_loaded_safely_is_refused_at_save(run_dir: Path) -> None:
