@@ -1,11 +1,11 @@
 """A run folder: the config, metrics log, lock and completion marker of one training run.
 
 ```
-runs/<name>/config.json     model + task + train config, format_version, versions, git sha
+runs/<name>/config.json     model + task + train config, format_version, versions, git sha, machine
 runs/<name>/metrics.jsonl   one JSON object per evaluation (step + metrics)
 runs/<name>/checkpoints/    see `interp.store.checkpoint`
 runs/<name>/analyses/       results of analyses per checkpoint: analyses/NAME/step_000100/
-runs/<name>/sessions.jsonl  one line per training session: start step, pid, host, threads
+runs/<name>/sessions.jsonl  one line per training session: start step, pid, host, threads, machine
 runs/<name>/DONE            written last (JSON summary)
 runs/<name>/compute.json    the run's CPU time so far (a measurement, not a result)
 runs/<name>/.lock           flock held by the process writing the run
@@ -13,7 +13,11 @@ runs/<name>/.lock           flock held by the process writing the run
 
 `config.json` also records the torch thread count the run started with (``threads``), outside
 the part of the config that must match on resume: float reductions depend on it, so a bit-exact
-resume holds only for the same count, and resuming with another one says so.
+resume holds only for the same count, and resuming with another one says so. For the same
+reason it records the ``machine`` (`machine`: the CPU's model name and the instruction set
+torch's CPU kernels use), and so does every session: another CPU rounds some float32 results
+differently (study B saw the same models differ by up to 0.05 in retention after fine-tuning
+on two machines), so a result is reproduced bit for bit only on the machine that made it.
 
 A run folder is idempotent: re-running the same config resumes it, a different config is an
 error (it would mix two experiments in one folder). Two floats that agree to float32 precision
@@ -52,7 +56,7 @@ DONE_FILE = "DONE"
 COMPUTE_FILE = "compute.json"
 LOCK_FILE = ".lock"
 # Keys that create_run adds; everything else in config.json is the user's config.
-RESERVED_KEYS = ("format_version", "versions", "git_sha", "threads")
+RESERVED_KEYS = ("format_version", "versions", "git_sha", "threads", "machine")
 # Eight units in float32's last place (its epsilon is 2**-23): the same float32 measurement
 # rounded by another CPU's kernels, not a setting anyone would choose.
 FLOAT32_RTOL = 2.0**-20
@@ -142,6 +146,26 @@ def thread_count() -> int:
     return torch.get_num_threads()
 
 
+def machine() -> dict[str, str | None]:
+    """The processor this process computes on, as far as float results depend on it.
+
+    Returns:
+        ``cpu``: the model name the kernel reports (``/proc/cpuinfo``; `platform.processor`
+        elsewhere, None if empty); ``cpu_capability``: the vector instruction set torch's CPU
+        kernels dispatch to (e.g. ``"AVX2"``, ``"AVX512"``): two machines with different ones
+        sum in different orders.
+    """
+    import torch
+
+    cpu = platform.processor() or None
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                cpu = line.partition(":")[2].strip() or cpu
+                break
+    return {"cpu": cpu, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+
+
 def git_sha() -> str | None:
     """The commit of the `interp` source checkout, or None if it cannot be told (best effort)."""
     try:
@@ -170,7 +194,7 @@ def create_run(
     Args:
         run_dir: The run folder (created with its parents if missing).
         config: JSON-ready run config, e.g. ``{"model": {...}, "task": {...}, "train": {...}}``.
-            Reserved keys (format_version, versions, git_sha) in it are ignored, so a config
+            Reserved keys (`RESERVED_KEYS`: versions, git sha, threads, machine) in it are ignored, so a config
             read back with `read_config` can be passed again.
         migrate: See `check_same_config`.
 
@@ -192,6 +216,7 @@ def create_run(
     full["versions"] = software_versions()
     full["git_sha"] = git_sha()
     full["threads"] = thread_count()
+    full["machine"] = machine()
     atomic_write_json(path, full)
     return run_dir
 
@@ -402,7 +427,9 @@ def read_done(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def append_session(run_dir: str | os.PathLike[str], start_step: int) -> None:
-    """Record in sessions.jsonl that this process (pid, host, threads) trains the run from `start_step`."""
+    """Record in sessions.jsonl that this process (pid, host, threads, `machine`) trains the run
+    from `start_step`.
+    """
     import datetime
     import socket
 
@@ -411,6 +438,7 @@ def append_session(run_dir: str | os.PathLike[str], start_step: int) -> None:
         "pid": os.getpid(),
         "host": socket.gethostname(),
         "threads": thread_count(),
+        "machine": machine(),
         "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
     append_jsonl(Path(run_dir) / SESSIONS_FILE, record)

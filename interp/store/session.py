@@ -11,7 +11,8 @@ make a run safe to kill at any moment live in one place:
   rebuilt now (the task code or data seed changed), and cuts `metrics.jsonl` back to the
   checkpoint's step, so the records logged after it by a killed process are not logged twice
   (and a line torn by a kill is dropped); it records the session in `sessions.jsonl` and notes a
-  thread count other than the run's (bit-exact resume holds only for the same count);
+  thread count other than the run's, or a machine other than the last session's (bit-exact
+  resume holds only for the same count on the same CPU);
 * `save()` stores the digests with every checkpoint; `finish()` writes `DONE` last.
 
 Usage::
@@ -44,9 +45,11 @@ from interp.store.run_folder import (
     append_session,
     create_run,
     is_done,
+    machine,
     mark_done,
     read_done,
     read_metrics,
+    read_sessions,
     run_lock,
     thread_count,
     truncate_metrics,
@@ -125,7 +128,13 @@ class RunSession:
                 hint="the task code or data seed differs; train into a new --out folder",
             )
         truncate_metrics(self.run_dir, ckpt.step)
+        before = [s.get("machine") for s in read_sessions(self.run_dir)]
         append_session(self.run_dir, ckpt.step)
+        if before and before[-1] is not None and before[-1] != (here := machine()):
+            note(
+                f"{self.run_dir} ran on {_cpu(before[-1])} and resumes on {_cpu(here)}: another CPU rounds "
+                "some float sums differently, so the run will not be bit-identical to one that never moved"
+            )
         started, now = ckpt.config.get("threads"), thread_count()
         if started is not None and started != now:
             note(
@@ -158,3 +167,8 @@ class RunSession:
         """Write `DONE` with `summary` (call it after the last checkpoint) and return the summary."""
         mark_done(self.run_dir, summary)
         return dict(summary)
+
+
+def _cpu(machine: Mapping[str, Any]) -> str:
+    """A session's machine in a few words: ``"Intel(R) Xeon(R) Processor (AVX512)"``."""
+    return f"{machine.get('cpu') or 'an unnamed CPU'} ({machine.get('cpu_capability') or '?'})"

@@ -259,3 +259,33 @@ def test_the_thread_count_is_recorded_outside_the_matched_config_and_a_resume_wi
         torch.set_num_threads(threads)
     assert [s["threads"] for s in read_sessions(run_dir)] == [1, 2, 1]
     assert [s["start_step"] for s in read_sessions(run_dir)] == [0, 0, 0]
+
+
+def test_the_machine_is_recorded_with_the_config_and_each_session_and_a_resume_elsewhere_notes_it(tmp_path):
+    """The CPU a run computes on is recorded (outside the matched config) and a session that
+    resumes on another CPU than the last session's says the run will not be bit-identical.
+    """
+    import torch
+
+    from interp.errors import Note
+    from interp.store.run_folder import machine, read_sessions
+    from interp.store.session import open_run
+
+    here = machine()
+    assert here["cpu_capability"] == torch.backends.cpu.get_cpu_capability() and here["cpu"]
+    run_dir, config = tmp_path / "run", {"train": {"lr": 1e-3}}
+    with open_run(run_dir, config) as run:
+        run.resume()
+        run.save(0, {"w": torch.ones(2)})
+    assert read_config(run_dir)["machine"] == here and read_sessions(run_dir)[-1]["machine"] == here
+    with open_run(run_dir, config) as run, warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run.resume()  # the same machine: no note
+    sessions = run_dir / "sessions.jsonl"
+    records = [json.loads(line) for line in sessions.read_text().splitlines()]
+    records[-1]["machine"] = {"cpu": "Another CPU", "cpu_capability": "NO AVX"}  # as if it ran elsewhere
+    sessions.write_text("".join(json.dumps(r) + "\n" for r in records))
+    with open_run(run_dir, {**config, "machine": "ignored"}) as run:  # a reserved key, never matched
+        with pytest.warns(Note, match=r"ran on Another CPU \(NO AVX\) and resumes on .*not be bit-identical"):
+            assert run.resume().step == 0
+    assert read_sessions(run_dir)[-1]["machine"] == here
