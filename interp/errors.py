@@ -74,10 +74,14 @@ class TrainingInterrupted(Exception):
 
     resume = "run the same command (or interp train --resume) to continue"
 
-    def __init__(self, signum: int, step: int, run_dir: object, unit: str = "epoch") -> None:
+    def __init__(
+        self, signum: int, step: int, run_dir: object, unit: str = "epoch", resume: str | None = None
+    ) -> None:
         import signal
 
         self.signum, self.step, self.run_dir = signum, step, run_dir
+        if resume is not None:  # how to continue, when it is not `interp train`'s way
+            self.resume = resume
         super().__init__(
             f"stopped by {signal.Signals(signum).name} at {unit} {step}; checkpoint saved in {run_dir}"
         )

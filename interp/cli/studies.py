@@ -186,7 +186,7 @@ def inject(ckpt: str, out: str, keep_norm: bool, seed: int, no_progress: bool, *
     "--out",
     type=click.Path(file_okay=False),
     required=True,
-    help="Folder: OUT/entropy (resumable) and OUT/samples.",
+    help="Folder: OUT/entropy (the walk) and OUT/samples; both resume when the same command runs again.",
 )
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda, cuda:1, ...")
 @_WLMD_OPTIONS

@@ -75,6 +75,9 @@ CV = Callable[[Tensor], Tensor]  # theta [P] -> (x, y) [2], differentiable
 ENGINES = ("loop", "vectorized")
 """How a sampler moves its walkers (`WLMDConfig.engine`; the module docstring says why both)."""
 
+RESUME = "run the same command to continue"
+"""How a stopped walk or production continues (`TrainingInterrupted.resume`)."""
+
 WALL_FORCES = ("kept", "fresh")
 """The force on a reflected walker (`WLMDConfig.wall_force`; the module docstring says why)."""
 
@@ -498,7 +501,9 @@ def wlmd_run(
                 if stop.signum is not None:  # a stop between steps: nothing since the last save is lost
                     if run.checkpoints()[-1] != sampler.step:
                         _save(run, sampler, cvs, meta)
-                    raise TrainingInterrupted(stop.signum, sampler.step, run.run_dir, unit="step")
+                    raise TrainingInterrupted(
+                        stop.signum, sampler.step, run.run_dir, unit="step", resume=RESUME
+                    )
                 sampler.advance()
                 if sampler.step % log_every == 0:
                     run.log(
@@ -617,7 +622,7 @@ def wlmd_produce(
                     if stop.signum is not None:
                         _save_progress(progress, sampler, cvs, start, len(saved))
                         raise TrainingInterrupted(
-                            stop.signum, sampler.step - start, progress.run_dir, unit="production step"
+                            stop.signum, sampler.step - start, progress.run_dir, "production step", RESUME
                         )
                     sampler.advance()
                     if sampler.step % every == 0:  # the sampler's own step: as productions always looked

@@ -164,6 +164,7 @@ def test_a_signal_saves_the_step_reached_and_the_walk_resumes_bit_identically(tm
     with pytest.raises(TrainingInterrupted, match="stopped by SIGTERM at step 5") as info:
         wlmd_run(tmp_path / "b", run_config, cvs, theta0, _model_config(radius), 12, checkpoint_every=100)
     assert info.value.signum == signal.SIGTERM and list_checkpoints(tmp_path / "b") == [0, 5]
+    assert info.value.resume == "run the same command to continue"  # not interp train --resume
     monkeypatch.setattr(Sampler, "advance", advance)
     resumed = wlmd_run(tmp_path / "b", run_config, cvs, None, _model_config(radius), 12, checkpoint_every=100)
     a, b = straight.state_dict(), resumed.state_dict()
@@ -520,8 +521,9 @@ def test_a_signal_stops_production_at_the_step_reached_and_it_resumes_to_the_sam
             os.kill(os.getpid(), signal.SIGTERM)
 
     monkeypatch.setattr(Sampler, "advance", signalled)
-    with pytest.raises(TrainingInterrupted, match="stopped by SIGTERM at production step 5"):
+    with pytest.raises(TrainingInterrupted, match="stopped by SIGTERM at production step 5") as info:
         _produce(tmp_path / "b", cvs, run_config, radius, checkpoint_every=100)
+    assert info.value.resume == "run the same command to continue"
     assert list_checkpoints(tmp_path / "b" / PROGRESS_DIR) == [5]  # the step-0 point was replaced
     assert list_checkpoints(tmp_path / "b") == [0, 1, 2, 3] and not is_done(tmp_path / "b")
     monkeypatch.setattr(Sampler, "advance", advance)
