@@ -9,6 +9,9 @@
 
 from __future__ import annotations
 
+import os
+import signal
+
 import pytest
 import torch
 
@@ -105,6 +108,30 @@ def _model_config(radius: float, schedule: Schedule = RAMP) -> WLMDConfig:
     )
 
 
+def _stop_at(monkeypatch, step, how):
+    """Make every sampler call `how` (a signal, a death) right after it reaches `step`
+    (`monkeypatch.undo()` lets it run on).
+    """
+    advance = Sampler.advance
+
+    def stopping(self):
+        advance(self)
+        if self.step == step:
+            how()
+
+    monkeypatch.setattr(Sampler, "advance", stopping)
+
+
+def _sigterm():
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _same_state(a: Sampler, b: Sampler):
+    a, b = a.state_dict(), b.state_dict()
+    for key in a:
+        assert torch.equal(a[key], b[key]) if isinstance(a[key], torch.Tensor) else a[key] == b[key], key
+
+
 def test_model_cvs_are_log_loss_and_smooth_accuracy():
     model, splits, cvs, _ = _tiny()
     theta = cvs.flatten()
@@ -141,9 +168,6 @@ def test_a_signal_saves_the_step_reached_and_the_walk_resumes_bit_identically(tm
     """SIGTERM at step 5 of 12 (checkpoints every 100): a checkpoint at step 5, TrainingInterrupted
     (the CLI's exit 143), and the same call then ends where a walk never stopped ends.
     """
-    import os
-    import signal
-
     from interp.errors import TrainingInterrupted
     from interp.store import list_checkpoints
 
@@ -153,23 +177,14 @@ def test_a_signal_saves_the_step_reached_and_the_walk_resumes_bit_identically(tm
     straight = wlmd_run(
         tmp_path / "a", run_config, cvs, theta0, _model_config(radius), 12, checkpoint_every=100
     )
-    advance = Sampler.advance
-
-    def signalled(self):
-        advance(self)
-        if self.step == 5:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    monkeypatch.setattr(Sampler, "advance", signalled)
+    _stop_at(monkeypatch, 5, _sigterm)
     with pytest.raises(TrainingInterrupted, match="stopped by SIGTERM at step 5") as info:
         wlmd_run(tmp_path / "b", run_config, cvs, theta0, _model_config(radius), 12, checkpoint_every=100)
     assert info.value.signum == signal.SIGTERM and list_checkpoints(tmp_path / "b") == [0, 5]
     assert info.value.resume == "run the same command to continue"  # not interp train --resume
-    monkeypatch.setattr(Sampler, "advance", advance)
+    monkeypatch.undo()
     resumed = wlmd_run(tmp_path / "b", run_config, cvs, None, _model_config(radius), 12, checkpoint_every=100)
-    a, b = straight.state_dict(), resumed.state_dict()
-    for key in a:
-        assert torch.equal(a[key], b[key]) if isinstance(a[key], torch.Tensor) else a[key] == b[key], key
+    _same_state(resumed, straight)
 
 
 def test_production_snapshots_open_as_ordinary_checkpoints(tmp_path):
@@ -489,12 +504,6 @@ def _same_samples(a, b):
     assert read_metrics(a[0].parent.parent) == read_metrics(b[0].parent.parent)
 
 
-def _same_state(a: Sampler, b: Sampler):
-    a, b = a.state_dict(), b.state_dict()
-    for key in a:
-        assert torch.equal(a[key], b[key]) if isinstance(a[key], torch.Tensor) else a[key] == b[key], key
-
-
 def test_a_signal_stops_production_at_the_step_reached_and_it_resumes_to_the_same_samples(
     tmp_path, monkeypatch
 ):
@@ -502,9 +511,6 @@ def test_a_signal_stops_production_at_the_step_reached_and_it_resumes_to_the_sam
     step 5, TrainingInterrupted names it, and the same call finishes with the samples, log and
     sampler state of a production never stopped; the resume point is gone once DONE is written.
     """
-    import os
-    import signal
-
     from interp.errors import TrainingInterrupted
     from interp.store import is_done, list_checkpoints
     from interp.wlmd.sampler import PROGRESS_DIR
@@ -513,20 +519,13 @@ def test_a_signal_stops_production_at_the_step_reached_and_it_resumes_to_the_sam
     radius = cvs.flatten().norm().item()
     straight, expected = _produce(tmp_path / "a", cvs, run_config, radius, checkpoint_every=100)
     assert len(expected) == 12  # 2 walkers x 6 even steps
-    advance = Sampler.advance
-
-    def signalled(self):
-        advance(self)
-        if self.step == 5:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    monkeypatch.setattr(Sampler, "advance", signalled)
+    _stop_at(monkeypatch, 5, _sigterm)
     with pytest.raises(TrainingInterrupted, match="stopped by SIGTERM at production step 5") as info:
         _produce(tmp_path / "b", cvs, run_config, radius, checkpoint_every=100)
     assert info.value.resume == "run the same command to continue"
     assert list_checkpoints(tmp_path / "b" / PROGRESS_DIR) == [5]  # the step-0 point was replaced
     assert list_checkpoints(tmp_path / "b") == [0, 1, 2, 3] and not is_done(tmp_path / "b")
-    monkeypatch.setattr(Sampler, "advance", advance)
+    monkeypatch.undo()
     resumed, saved = _produce(tmp_path / "b", cvs, run_config, radius, checkpoint_every=100)
     _same_samples(saved, expected)
     _same_state(resumed, straight)
@@ -547,24 +546,18 @@ def test_samples_a_killed_production_saved_after_its_resume_point_are_saved_agai
     _, _, cvs, run_config = _tiny()
     radius = cvs.flatten().norm().item()
     straight, expected = _produce(tmp_path / "a", cvs, run_config, radius, checkpoint_every=4)
-    advance = Sampler.advance
 
-    def dying_at(step):
-        def dying(self):
-            advance(self)
-            if self.step == step:
-                raise RuntimeError("killed")
-
-        return dying
+    def die():
+        raise RuntimeError("killed")
 
     for step, samples in [(7, 6), (5, 4)]:
-        monkeypatch.setattr(Sampler, "advance", dying_at(step))
+        _stop_at(monkeypatch, step, die)
         with pytest.raises(RuntimeError, match="killed"):
             _produce(tmp_path / "b", cvs, run_config, radius, checkpoint_every=4)
         assert list_checkpoints(tmp_path / "b") == list(range(samples))
         assert [r["step"] for r in read_metrics(tmp_path / "b")] == list(range(samples))
         assert read_latest(tmp_path / "b" / "checkpoints") == f"step_{samples - 1:06d}"
-    monkeypatch.setattr(Sampler, "advance", advance)
+        monkeypatch.undo()
     resumed, saved = _produce(tmp_path / "b", cvs, run_config, radius, checkpoint_every=4)
     _same_samples(saved, expected)
     _same_state(resumed, straight)
