@@ -13,13 +13,16 @@ per seed that has a walk:
 * ``seed_N/wlmd/entropy/``: the walk's run records and its newest checkpoint (walker states,
   velocities, S and H, the RNG: it resumes bit-identically);
 * ``seed_N/wlmd/walk.json``: the walk's chunk records (S in the last one only, as committed);
+* ``seed_N/wlmd/samples/``, while a production is under way (not yet DONE): its records, the
+  samples saved so far and its newest resume point (``progress/``), so that a production
+  longer than a session (up to 50,000 steps, hours of a core) resumes on the new machine too;
 
 plus the folder's ``settings.json``. The state replaces the previous export (a few MB a seed
 at protocol-2 scale: `state_size`). `restore_state(dest, out)` copies it into a fresh ``out``;
 then the same ``interp study-b measure out ...`` resumes each walk from its newest checkpoint
 (the walk's `config.json` names its start relative to itself, so the folder may move). A
-finished walk's production samples and the injections are not part of the state: they are
-recomputed from the restored walk (minutes, not hours).
+finished production's samples and the injections are not part of the state: they are
+recomputed from the restored walk.
 
 A protocol that only raises the walk budget (protocol 4 extends protocol 3's) continues the
 walks instead of repeating them: `restore_state(dest, out, settings)` with the new settings
@@ -49,8 +52,9 @@ from interp.errors import CheckpointError, ConfigError
 from interp.store import checkpoint_dir, list_checkpoints
 from interp.store.atomic import atomic_write_json
 from interp.store.layout import LATEST_FILE
-from interp.store.run_folder import CHECKPOINTS_DIR
+from interp.store.run_folder import CHECKPOINTS_DIR, is_done
 from interp.sweep.specs import seed_folders
+from interp.wlmd.sampler import PROGRESS_DIR
 
 # The run folders of a seed that resuming its walk needs (each with its newest checkpoint only):
 # these, and every walker's own start (`START_RUNS`).
@@ -92,6 +96,13 @@ def export_state(out: str | Path, dest: str | Path) -> dict[int, int]:
             atomic_write_json(staged / "wlmd" / WALK_FILE, compact_walk(records))
             for run in [*RUNS, *sorted(p.name for p in folder.glob(START_RUNS))]:
                 _copy_newest(folder / run, staged / run)
+            samples = folder / "wlmd" / "samples"
+            if (
+                not is_done(samples)
+                and (samples / PROGRESS_DIR).is_dir()
+                and list_checkpoints(samples / PROGRESS_DIR)
+            ):
+                _copy_production(samples, staged / "wlmd" / "samples")
             # Swap in the complete copy: a kill leaves the previous state or the new one (a
             # kill between the two renames leaves the previous one as .old: `_recover`).
             target, old = dest / folder.name, dest / f".{folder.name}.old"
@@ -262,6 +273,23 @@ def _recover(dest: Path) -> None:
 def state_size(folder: str | Path) -> int:
     """Bytes of every file under `folder`."""
     return sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
+
+
+def _copy_production(samples: Path, target: Path) -> None:
+    """A production under way: its newest resume point, then every sample and the records.
+
+    In that order, so that a production still running while it is copied leaves at least the
+    samples its resume point counts (those it saves later are dropped on resume, and saved again).
+    """
+    _copy_newest(samples / PROGRESS_DIR, target / PROGRESS_DIR)
+    steps = list_checkpoints(samples)
+    for step in steps:
+        shutil.copytree(checkpoint_dir(samples, step), checkpoint_dir(target, step))
+    if steps:
+        (target / CHECKPOINTS_DIR / LATEST_FILE).write_text(checkpoint_dir(samples, steps[-1]).name + "\n")
+    for path in samples.iterdir():
+        if path.is_file() and not path.name.startswith("."):
+            shutil.copyfile(path, target / path.name)
 
 
 def _copy_newest(run: Path, target: Path) -> None:

@@ -182,8 +182,9 @@ def test_a_restored_walk_sampled_for_longer_repeats_a_production_that_found_its_
 
 
 def test_a_production_stopped_before_its_end_is_sampled_again_to_the_same_samples(straight, tmp_path):
-    """Production cannot resume, but it starts from the walk's final checkpoint: measuring a seed
-    whose production was killed after its first sample saves the same samples as never stopping.
+    """A production an older interp stopped before its end (no resume point) is sampled again
+    from the walk's final checkpoint: measuring a seed whose production was killed after its
+    first sample saves the same samples as never stopping.
     """
     out = tmp_path / "out"
     shutil.copytree(straight, out)
@@ -212,6 +213,67 @@ def test_a_production_stopped_before_its_end_is_sampled_again_to_the_same_sample
     pd.testing.assert_frame_equal(
         study_b_measure.table(out).drop(columns="source"),
         study_b_measure.table(straight).drop(columns="source"),
+    )
+
+
+# A production that outlasts a session: a look every 3rd step, a resume point every 2nd.
+SPARSE = settings_with(
+    {"wlmd": {"production_steps": 8, "every": 3, "max_samples": 4, "checkpoint_every": 2}}, CHUNKED
+)
+
+
+def test_a_production_stopped_exported_and_restored_elsewhere_resumes_to_the_same_samples(
+    tmp_path_factory, tmp_path, monkeypatch
+):
+    """Production killed at its step 5 (sampler step 14; resume point at step 4): the export
+    carries the samples and the resume point, and measuring the restored folder resumes the
+    production there (not from the walk's end), to the samples and rows of one never stopped.
+    """
+    from interp.wlmd.sampler import PROGRESS_DIR, Sampler
+
+    reference = _measured(tmp_path_factory, "straight-sparse", SPARSE)
+    first, advance = tmp_path / "first-machine", Sampler.advance
+
+    def killed_in_production(self):
+        advance(self)
+        if self.frozen and self.step == 14:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Sampler, "advance", killed_in_production)
+    with pytest.raises(KeyboardInterrupt):
+        study_b_measure.measure(first, seeds=(0,), settings=SPARSE)
+    monkeypatch.undo()
+    samples = seed_folder(first, 0) / "wlmd" / "samples"
+    assert list_checkpoints(samples / PROGRESS_DIR) == [4] and list_checkpoints(samples)
+
+    state = tmp_path / "state"
+    export_state(first, state)
+    carried = seed_folder(state, 0) / "wlmd" / "samples"
+    assert list_checkpoints(carried / PROGRESS_DIR) == [4]
+    assert list_checkpoints(carried) == list_checkpoints(samples)
+    second = tmp_path / "second-machine"
+    assert restore_state(state, second) == [0]
+    load, resumed_at = Sampler.load_state_dict, []
+
+    def spied(self, state):
+        resumed_at.append(state["step"])
+        load(self, state)
+
+    monkeypatch.setattr(Sampler, "load_state_dict", spied)
+    study_b_measure.measure(second, seeds=(0,), settings=SPARSE)
+    assert resumed_at == [13]  # the sampler's step at the resume point: 9 walk steps + 4
+    expected = seed_folder(reference, 0) / "wlmd" / "samples"
+    resumed = seed_folder(second, 0) / "wlmd" / "samples"
+    assert list_checkpoints(resumed) == list_checkpoints(expected)
+    for step in list_checkpoints(expected):
+        weights = [
+            load_checkpoint(checkpoint_dir(f, step), load_train_state=False).state_dict
+            for f in (resumed, expected)
+        ]
+        assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[1])
+    pd.testing.assert_frame_equal(
+        study_b_measure.table(second).drop(columns="source"),
+        study_b_measure.table(reference).drop(columns="source"),
     )
 
 
