@@ -213,7 +213,7 @@ REMEASURED_ON_THE_REPLACEMENT_MACHINE = {2}
 
 
 @pytest.mark.parametrize(
-    "records", ["protocol-2", "protocol-2-remeasured", "protocol-3", "protocol-4", "protocol-5"]
+    "records", ["protocol-2", "protocol-2-remeasured", "protocol-3", "protocol-4", "protocol-5", "protocol-6"]
 )
 def test_study_bs_retention_table_is_the_one_the_committed_records_rebuild(records):
     """docs/study_b.md quotes `interp study-b records results/study-b/RECORDS` as they stand
