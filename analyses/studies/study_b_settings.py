@@ -54,7 +54,7 @@ class WLMDSettings:
     window_y: float = param(9.9, "... and y >= min(y0, window_y).")
     every: int = param(50, "Look for an in-window snapshot every this many production steps.")
     max_samples: int = param(10, "Stop production after this many snapshots.")
-    checkpoint_every: int = param(1000, "Checkpoint the entropy phase every this many steps.")
+    checkpoint_every: int = param(1000, "Checkpoint the walk and production every this many steps.")
     seed: int = param(0, "Seed of the velocities and thermostat noise.")
     target_cosine: float | None = param(
         None,

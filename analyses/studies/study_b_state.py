@@ -52,7 +52,7 @@ from interp.errors import CheckpointError, ConfigError
 from interp.store import checkpoint_dir, list_checkpoints
 from interp.store.atomic import atomic_write_json
 from interp.store.layout import LATEST_FILE
-from interp.store.run_folder import CHECKPOINTS_DIR, is_done
+from interp.store.run_folder import CHECKPOINTS_DIR, DONE_FILE, is_done
 from interp.sweep.specs import seed_folders
 from interp.wlmd.sampler import PROGRESS_DIR
 
@@ -96,13 +96,7 @@ def export_state(out: str | Path, dest: str | Path) -> dict[int, int]:
             atomic_write_json(staged / "wlmd" / WALK_FILE, compact_walk(records))
             for run in [*RUNS, *sorted(p.name for p in folder.glob(START_RUNS))]:
                 _copy_newest(folder / run, staged / run)
-            samples = folder / "wlmd" / "samples"
-            if (
-                not is_done(samples)
-                and (samples / PROGRESS_DIR).is_dir()
-                and list_checkpoints(samples / PROGRESS_DIR)
-            ):
-                _copy_production(samples, staged / "wlmd" / "samples")
+            _copy_production(folder / "wlmd" / "samples", staged / "wlmd" / "samples")
             # Swap in the complete copy: a kill leaves the previous state or the new one (a
             # kill between the two renames leaves the previous one as .old: `_recover`).
             target, old = dest / folder.name, dest / f".{folder.name}.old"
@@ -140,8 +134,8 @@ def restore_state(
             (``wlmd.production_steps``), to continue walks under a protocol that extends them.
             The budget does not enter the dynamics, so the continued walk is the one a larger
             budget would have walked from the start; production comes after the walk. `out` is
-            then measured with `settings` (its production samples and injections are
-            recomputed from where the walk ends).
+            then measured with `settings`: its production samples and injections are
+            recomputed from where the walk ends (a production under way is not restored).
         seeds: The seeds to restore (None: every exported one), e.g. only the walks that
             ended, to continue them while the others still walk.
         walks: False to copy each seed's AdamW runs only (``adamw``, ``adamw-start-*``), for
@@ -185,7 +179,10 @@ def restore_state(
         if target.exists():  # its runs may be newer than the state, or training now
             continue
         if walks:
-            shutil.copytree(folder, target)
+            # A production under way resumes only from the walk's end it started from, with
+            # its own length: under other settings it is sampled anew.
+            skip = shutil.ignore_patterns("samples") if settings is not None else None
+            shutil.copytree(folder, target, ignore=skip)
         else:
             for run in [folder / RUNS[0], *sorted(folder.glob(START_RUNS))]:
                 shutil.copytree(run, target / run.name)
@@ -276,19 +273,32 @@ def state_size(folder: str | Path) -> int:
 
 
 def _copy_production(samples: Path, target: Path) -> None:
-    """A production under way: its newest resume point, then every sample and the records.
+    """A production under way (none: nothing): its newest resume point, then every sample and
+    the records, but never DONE.
 
     In that order, so that a production still running while it is copied leaves at least the
-    samples its resume point counts (those it saves later are dropped on resume, and saved again).
+    samples its resume point counts (those it saves later are dropped on resume, and saved
+    again); without DONE, a production that ends while it is copied is finished from the
+    resume point after restore instead of read back with samples missing. One that ends
+    before its resume point is copied is not carried (its samples are recomputed).
     """
-    _copy_newest(samples / PROGRESS_DIR, target / PROGRESS_DIR)
+    progress = samples / PROGRESS_DIR
+    if is_done(samples) or not progress.is_dir() or not list_checkpoints(progress):
+        return
+    try:
+        _copy_newest(progress, target / PROGRESS_DIR)
+    except (FileNotFoundError, CheckpointError):
+        if is_done(samples):  # it ended (and removed its resume points) meanwhile
+            shutil.rmtree(target, ignore_errors=True)
+            return
+        raise
     steps = list_checkpoints(samples)
     for step in steps:
         shutil.copytree(checkpoint_dir(samples, step), checkpoint_dir(target, step))
     if steps:
         (target / CHECKPOINTS_DIR / LATEST_FILE).write_text(checkpoint_dir(samples, steps[-1]).name + "\n")
     for path in samples.iterdir():
-        if path.is_file() and not path.name.startswith("."):
+        if path.is_file() and not path.name.startswith(".") and path.name != DONE_FILE:
             shutil.copyfile(path, target / path.name)
 
 

@@ -150,14 +150,15 @@ def machine() -> dict[str, str | None]:
     """The processor this process computes on, as far as float results depend on it.
 
     Returns:
-        ``cpu``: the model name the kernel reports (``/proc/cpuinfo``; `platform.processor`
-        elsewhere, None if empty); ``cpu_capability``: the vector instruction set torch's CPU
-        kernels dispatch to (e.g. ``"AVX2"``, ``"AVX512"``): two machines with different ones
+        ``cpu``: the model name the kernel reports (``/proc/cpuinfo``; elsewhere
+        `platform.processor`, or at least the architecture; None if nothing says);
+        ``cpu_capability``: the vector instruction set torch's CPU kernels dispatch to (e.g.
+        ``"AVX2"``, ``"AVX512"``): two machines with different ones
         sum in different orders.
     """
     import torch
 
-    cpu = platform.processor() or None
+    cpu = platform.processor() or platform.machine() or None
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
             if line.startswith("model name"):

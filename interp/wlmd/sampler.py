@@ -586,8 +586,9 @@ def wlmd_produce(
         run_config: The config.json content (model, task, `train`); a ``wlmd_production``
             section with the window and steps is added.
         cvs: The collective variables the walkers are measured in.
-        sampler: The sampler after its entropy phase (`wlmd_run`); it is advanced in place (and,
-            on resume, first set to the saved state).
+        sampler: The sampler after its entropy phase (`wlmd_run`); it is advanced in place (on
+            resume, first set to the saved state; left as it is when `out_dir` holds a finished
+            production).
         steps: Production steps.
         window: ``(x_lo, x_hi, y_lo, y_hi)``, inclusive.
         every: Look at the walkers every this many steps (decorrelation).
@@ -603,7 +604,9 @@ def wlmd_produce(
 
     Raises:
         CheckpointError: If `out_dir` holds samples but no resume point (a production of an
-            `interp` before this one: it cannot continue; sample into a new folder).
+            `interp` before this one: it cannot continue; sample into a new folder), or a resume
+            point of a production that started from another step of the walk than `sampler`'s
+            (the walk went on since).
         TrainingInterrupted: On SIGINT / SIGTERM / SIGHUP, after saving the resume point at the
             step reached.
     """
@@ -614,13 +617,17 @@ def wlmd_produce(
     x_lo, x_hi, y_lo, y_hi = window
     with open_run(out_dir, config, digests, migrate=migrate) as run:
         if run.finished() is not None:
+            shutil.rmtree(run.run_dir / PROGRESS_DIR, ignore_errors=True)  # a kill after DONE left it
             return [checkpoint_dir(run.run_dir, s) for s in run.checkpoints()]
         with open_run(run.run_dir / PROGRESS_DIR, config, digests, migrate=migrate) as progress:
             start, saved = _production_start(run, progress, sampler, cvs)
             with stop_on_signals() as stop:
                 while sampler.step - start < steps and (max_samples is None or len(saved) < max_samples):
                     if stop.signum is not None:
-                        _save_progress(progress, sampler, cvs, start, len(saved))
+                        # Saved again at the same step, the only resume point would be replaced,
+                        # and a kill in the middle would leave none.
+                        if progress.checkpoints()[-1] != sampler.step - start:
+                            _save_progress(progress, sampler, cvs, start, len(saved))
                         raise TrainingInterrupted(
                             stop.signum, sampler.step - start, progress.run_dir, "production step", RESUME
                         )
@@ -659,24 +666,34 @@ def _production_start(
         sampler.frozen = True
         _save_progress(progress, sampler, cvs, sampler.step, 0)
         return sampler.step, []
+    start = int(ckpt.meta["start"])
+    if start != sampler.step:
+        raise CheckpointError(
+            f"{run.run_dir} is a production that started from step {start} of its walk, which now "
+            f"ends at step {sampler.step} (the walk went on since)",
+            f"delete {run.run_dir} to sample from the walk's new end",
+        )
     sampler.load_state_dict(ckpt.train_state["wlmd"])
     count = int(ckpt.meta["samples"])
     # Samples a killed process saved after the resume point are saved again (the same ones).
     drop_checkpoints(run.run_dir, [s for s in run.checkpoints() if s >= count])
     truncate_metrics(run.run_dir, count - 1)
-    return int(ckpt.meta["start"]), [checkpoint_dir(run.run_dir, s) for s in range(count)]
+    return start, [checkpoint_dir(run.run_dir, s) for s in range(count)]
 
 
 def _save_progress(progress: RunSession, sampler: Sampler, cvs: ModelCVs, start: int, samples: int) -> None:
-    """Checkpoint production's resume point (at its own step count) and drop the earlier one."""
-    earlier = progress.checkpoints()
+    """Checkpoint production's resume point (at its own step count); keep the one before it.
+
+    Two, not one: a copy of the newest (`study_b_state.export_state`, while production runs)
+    then never races its deletion.
+    """
     progress.save(
         sampler.step - start,
         cvs.state_dict(sampler.theta[0]),
         {"wlmd": sampler.state_dict()},
         meta={"start": start, "samples": samples},
     )
-    drop_checkpoints(progress.run_dir, [s for s in earlier if s != sampler.step - start])
+    drop_checkpoints(progress.run_dir, progress.checkpoints()[:-2])
 
 
 def walk_record(sampler: Sampler, start: Tensor, previous_S: Tensor | None = None) -> dict[str, Any]:

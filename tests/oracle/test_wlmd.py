@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 
 import pytest
@@ -483,11 +484,13 @@ def test_a_wlmd_step_on_the_fast_forward_equals_the_hooked_forward():
         torch.testing.assert_close(a[key].double(), b[key].double(), atol=1e-5 * scale, rtol=0, msg=key)
 
 
-def _produce(folder, cvs, run_config, radius, steps=12, **kwargs):
-    """A two-walker production of `steps` steps from the same start every time, looking every 2
-    steps over the whole grid: a sample at every even step of each walker.
+def _produce(folder, cvs, run_config, radius, steps=12, walk=3, **kwargs):
+    """A two-walker production of `steps` steps after `walk` walk steps from the same start every
+    time, looking every 2 sampler steps over the whole grid: with the defaults a sample of each
+    walker at sampler steps 4, 6, ..., 14 (production steps 1, 3, ..., 11).
     """
     sampler = Sampler(cvs, _model_config(radius), torch.stack([cvs.flatten(), cvs.flatten() * 1.01]))
+    sampler.run(walk)
     window = (-8.0, 3.0, 0.0, 10.5)
     return sampler, wlmd_produce(folder, run_config, cvs, sampler, steps, window, every=2, **kwargs)
 
@@ -507,9 +510,10 @@ def _same_samples(a, b):
 def test_a_signal_stops_production_at_the_step_reached_and_it_resumes_to_the_same_samples(
     tmp_path, monkeypatch
 ):
-    """SIGTERM at production step 5 of 12 (resume points every 100): the resume point is saved at
-    step 5, TrainingInterrupted names it, and the same call finishes with the samples, log and
-    sampler state of a production never stopped; the resume point is gone once DONE is written.
+    """SIGTERM at production step 5 of 12 (sampler step 8; resume points every 100): the resume
+    point is saved at step 5 beside the one before it, TrainingInterrupted names it, and the same
+    call finishes with the samples, log and sampler state of a production never stopped; the
+    resume points are gone once DONE is written.
     """
     from interp.errors import TrainingInterrupted
     from interp.store import is_done, list_checkpoints
@@ -519,26 +523,54 @@ def test_a_signal_stops_production_at_the_step_reached_and_it_resumes_to_the_sam
     radius = cvs.flatten().norm().item()
     straight, expected = _produce(tmp_path / "a", cvs, run_config, radius, checkpoint_every=100)
     assert len(expected) == 12  # 2 walkers x 6 even steps
-    _stop_at(monkeypatch, 5, _sigterm)
+    _stop_at(monkeypatch, 8, _sigterm)
     with pytest.raises(TrainingInterrupted, match="stopped by SIGTERM at production step 5") as info:
         _produce(tmp_path / "b", cvs, run_config, radius, checkpoint_every=100)
     assert info.value.resume == "run the same command to continue"
-    assert list_checkpoints(tmp_path / "b" / PROGRESS_DIR) == [5]  # the step-0 point was replaced
-    assert list_checkpoints(tmp_path / "b") == [0, 1, 2, 3] and not is_done(tmp_path / "b")
+    assert list_checkpoints(tmp_path / "b" / PROGRESS_DIR) == [0, 5]
+    assert list_checkpoints(tmp_path / "b") == [0, 1, 2, 3, 4, 5] and not is_done(tmp_path / "b")
     monkeypatch.undo()
     resumed, saved = _produce(tmp_path / "b", cvs, run_config, radius, checkpoint_every=100)
     _same_samples(saved, expected)
     _same_state(resumed, straight)
     assert is_done(tmp_path / "b") and not (tmp_path / "b" / PROGRESS_DIR).exists()
+    shutil.copytree(tmp_path / "a", tmp_path / "b" / PROGRESS_DIR)  # as a kill right after DONE leaves it
     _, again = _produce(tmp_path / "b", cvs, run_config, radius, checkpoint_every=100)
-    assert again == saved  # a finished production is read back, not sampled again
+    assert again == saved and not (tmp_path / "b" / PROGRESS_DIR).exists()  # read back, not sampled again
+
+
+def test_a_stop_right_after_a_resume_point_does_not_save_it_again(tmp_path, monkeypatch):
+    """A signal in the step that saved a resume point: saving it again would replace the newest
+    resume point, and a kill in the middle of that would leave a production that cannot resume.
+    """
+    from interp.errors import TrainingInterrupted
+    from interp.wlmd import sampler as sampler_module
+
+    _, _, cvs, run_config = _tiny()
+    radius = cvs.flatten().norm().item()
+    straight, expected = _produce(tmp_path / "a", cvs, run_config, radius, checkpoint_every=4)
+    save, saved_at = sampler_module._save_progress, []
+
+    def counted(progress, sampler, cvs, start, samples):
+        saved_at.append(sampler.step - start)
+        save(progress, sampler, cvs, start, samples)
+
+    monkeypatch.setattr(sampler_module, "_save_progress", counted)
+    _stop_at(monkeypatch, 3 + 4, _sigterm)  # production step 4: a resume point
+    with pytest.raises(TrainingInterrupted, match="production step 4"):
+        _produce(tmp_path / "b", cvs, run_config, radius, checkpoint_every=4)
+    assert saved_at == [0, 4]
+    monkeypatch.undo()
+    resumed, saved = _produce(tmp_path / "b", cvs, run_config, radius, checkpoint_every=4)
+    _same_samples(saved, expected)
+    _same_state(resumed, straight)
 
 
 def test_samples_a_killed_production_saved_after_its_resume_point_are_saved_again(tmp_path, monkeypatch):
-    """A process dying at step 7 (no signal: nothing is saved then) with resume points every 4
-    steps: the samples of step 6 lie past the resume point of step 4. Resuming drops them (a
-    second death at step 5 finds only the samples of steps 2 and 4, LATEST naming the last) and
-    saves them again: the folder ends as a production never stopped.
+    """A process dying at sampler step 10 (no signal: nothing is saved then) with resume points
+    every 4 production steps: the samples of step 8 lie past the resume point of sampler step 7.
+    Resuming drops them (a second death at step 8 finds only the samples of steps 4 and 6, LATEST
+    naming the last) and saves them again: the folder ends as a production never stopped.
     """
     from interp.store import list_checkpoints, read_metrics
     from interp.store.layout import read_latest
@@ -550,7 +582,7 @@ def test_samples_a_killed_production_saved_after_its_resume_point_are_saved_agai
     def die():
         raise RuntimeError("killed")
 
-    for step, samples in [(7, 6), (5, 4)]:
+    for step, samples in [(10, 6), (8, 4)]:
         _stop_at(monkeypatch, step, die)
         with pytest.raises(RuntimeError, match="killed"):
             _produce(tmp_path / "b", cvs, run_config, radius, checkpoint_every=4)
@@ -561,6 +593,20 @@ def test_samples_a_killed_production_saved_after_its_resume_point_are_saved_agai
     resumed, saved = _produce(tmp_path / "b", cvs, run_config, radius, checkpoint_every=4)
     _same_samples(saved, expected)
     _same_state(resumed, straight)
+
+
+def test_a_production_of_another_walk_end_is_refused(tmp_path, monkeypatch):
+    """A production stopped after a 3-step walk does not resume behind a walk that went on to 5."""
+    from interp.errors import CheckpointError, TrainingInterrupted
+
+    _, _, cvs, run_config = _tiny()
+    radius = cvs.flatten().norm().item()
+    _stop_at(monkeypatch, 6, _sigterm)
+    with pytest.raises(TrainingInterrupted):
+        _produce(tmp_path / "a", cvs, run_config, radius)
+    monkeypatch.undo()
+    with pytest.raises(CheckpointError, match="started from step 3 of its walk, which now ends at step 5"):
+        _produce(tmp_path / "a", cvs, run_config, radius, walk=5)
 
 
 def test_samples_without_a_resume_point_are_refused(tmp_path):

@@ -244,12 +244,12 @@ def test_a_production_stopped_exported_and_restored_elsewhere_resumes_to_the_sam
         study_b_measure.measure(first, seeds=(0,), settings=SPARSE)
     monkeypatch.undo()
     samples = seed_folder(first, 0) / "wlmd" / "samples"
-    assert list_checkpoints(samples / PROGRESS_DIR) == [4] and list_checkpoints(samples)
+    assert list_checkpoints(samples / PROGRESS_DIR) == [2, 4] and list_checkpoints(samples)
 
     state = tmp_path / "state"
     export_state(first, state)
     carried = seed_folder(state, 0) / "wlmd" / "samples"
-    assert list_checkpoints(carried / PROGRESS_DIR) == [4]
+    assert list_checkpoints(carried / PROGRESS_DIR) == [4]  # the newest only
     assert list_checkpoints(carried) == list_checkpoints(samples)
     second = tmp_path / "second-machine"
     assert restore_state(state, second) == [0]
@@ -275,6 +275,46 @@ def test_a_production_stopped_exported_and_restored_elsewhere_resumes_to_the_sam
         study_b_measure.table(second).drop(columns="source"),
         study_b_measure.table(reference).drop(columns="source"),
     )
+    # Restored under other settings (a longer production), the production is not carried: it
+    # would resume with its old length, or from the walk's old end.
+    other = settings_with({"wlmd": {"production_steps": 10}}, SPARSE)
+    assert restore_state(state, tmp_path / "third", other) == [0]
+    assert not (seed_folder(tmp_path / "third", 0) / "wlmd" / "samples").exists()
+
+
+def test_a_production_that_ends_while_it_is_exported_is_carried_without_done(tmp_path, monkeypatch):
+    """DONE written while the samples are copied (the last ones after the listing) must not be
+    carried: the restored production would be read back with samples missing. Without it, the
+    resume point finishes the production.
+    """
+    from interp.store.run_folder import is_done
+    from interp.wlmd.sampler import PROGRESS_DIR, Sampler
+
+    first, advance = tmp_path / "first", Sampler.advance
+
+    def killed_in_production(self):
+        advance(self)
+        if self.frozen and self.step == 14:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Sampler, "advance", killed_in_production)
+    with pytest.raises(KeyboardInterrupt):
+        study_b_measure.measure(first, seeds=(0,), settings=SPARSE)
+    monkeypatch.undo()
+    samples = seed_folder(first, 0) / "wlmd" / "samples"
+    copytree = shutil.copytree
+
+    def finishing(src, dst, *args, **kwargs):
+        if Path(src).parent == samples / "checkpoints":  # the production ends meanwhile
+            (samples / "DONE").write_text('{"samples": 4}')
+        return copytree(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "copytree", finishing)
+    export_state(first, tmp_path / "state")
+    monkeypatch.undo()
+    carried = seed_folder(tmp_path / "state", 0) / "wlmd" / "samples"
+    assert is_done(samples) and list_checkpoints(carried / PROGRESS_DIR)
+    assert not is_done(carried) and list_checkpoints(carried)
 
 
 def test_only_a_larger_budget_continues_an_exported_walk(straight, tmp_path, capsys):

@@ -157,6 +157,22 @@ def test_dropping_checkpoints_points_latest_at_the_newest_left(run_dir: Path) ->
     assert "no checkpoint yet" in raised(CheckpointError, load_checkpoint, run_dir)
 
 
+def test_a_drop_killed_half_way_leaves_latest_naming_a_checkpoint_kept(run_dir: Path, monkeypatch) -> None:
+    """LATEST moves before any folder goes: a kill while deleting leaves it loadable."""
+    import interp.store.checkpoint as checkpoint
+
+    save_steps(run_dir, 1, 2, 3)
+
+    def killed(path, ignore_errors=False):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(checkpoint.shutil, "rmtree", killed)
+    with pytest.raises(KeyboardInterrupt):
+        drop_checkpoints(run_dir, [2, 3])
+    monkeypatch.undo()
+    assert list_checkpoints(run_dir) == [1, 2, 3] and load_checkpoint(run_dir).step == 1
+
+
 def test_train_state_that_could_not_be_loaded_safely_is_refused_at_save(run_dir: Path) -> None:
     message = raised(TypeError, save_checkpoint, run_dir, 1, model_state(), {"np_rng": np.random.get_state()})
     assert "weights_only" in message and "numpy" in message
