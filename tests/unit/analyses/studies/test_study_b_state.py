@@ -168,17 +168,9 @@ def test_a_restored_walk_sampled_for_longer_repeats_a_production_that_found_its_
     longer = settings_with({"wlmd": {"production_steps": 40}}, CHUNKED)
     assert restore_state(state, tmp_path / "out", longer) == [0]
     study_b_measure.measure(tmp_path / "out", seeds=(0,), settings=longer)
-    samples = [seed_folder(out, 0) / "wlmd" / "samples" for out in (straight, tmp_path / "out")]
-    steps = [list_checkpoints(folder) for folder in samples]
-    assert steps[0] == steps[1] and len(steps[0]) == CHUNKED.wlmd.max_samples  # the short one found them all
-    for step in steps[0]:
-        weights = [
-            load_checkpoint(checkpoint_dir(f, step), load_train_state=False).state_dict for f in samples
-        ]
-        assert weights[0].keys() == weights[1].keys()
-        assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
-    rows = [study_b_measure.table(out).drop(columns="source") for out in (straight, tmp_path / "out")]
-    pd.testing.assert_frame_equal(*rows)
+    found = list_checkpoints(seed_folder(straight, 0) / "wlmd" / "samples")
+    assert len(found) == CHUNKED.wlmd.max_samples  # the short production found them all
+    _assert_same_samples_and_rows(tmp_path / "out", straight)
 
 
 def test_a_production_stopped_before_its_end_is_sampled_again_to_the_same_samples(straight, tmp_path):
@@ -202,24 +194,52 @@ def test_a_production_stopped_before_its_end_is_sampled_again_to_the_same_sample
     assert list_checkpoints(samples) == [kept]
     with pytest.warns(Note, match="production stopped before its end; sampling again"):
         study_b_measure.measure(out, seeds=(0,), settings=CHUNKED)
-    reference = seed_folder(straight, 0) / "wlmd" / "samples"
-    assert list_checkpoints(samples) == list_checkpoints(reference)
-    for step in list_checkpoints(reference):
-        weights = [
-            load_checkpoint(checkpoint_dir(f, step), load_train_state=False).state_dict
-            for f in (samples, reference)
-        ]
-        assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
-    pd.testing.assert_frame_equal(
-        study_b_measure.table(out).drop(columns="source"),
-        study_b_measure.table(straight).drop(columns="source"),
-    )
+    _assert_same_samples_and_rows(out, straight)
 
 
 # A production that outlasts a session: a look every 3rd step, a resume point every 2nd.
 SPARSE = settings_with(
     {"wlmd": {"production_steps": 8, "every": 3, "max_samples": 4, "checkpoint_every": 2}}, CHUNKED
 )
+
+
+def _assert_same_samples_and_rows(out, reference):
+    """Seed 0's production samples in `out` are `reference`'s, weight for weight, and so are
+    its table rows.
+    """
+    samples, expected = (seed_folder(o, 0) / "wlmd" / "samples" for o in (out, reference))
+    assert list_checkpoints(samples) == list_checkpoints(expected)
+    for step in list_checkpoints(expected):
+        weights = [
+            load_checkpoint(checkpoint_dir(f, step), load_train_state=False).state_dict
+            for f in (samples, expected)
+        ]
+        assert weights[0].keys() == weights[1].keys()
+        assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[1])
+    pd.testing.assert_frame_equal(
+        study_b_measure.table(out).drop(columns="source"),
+        study_b_measure.table(reference).drop(columns="source"),
+    )
+
+
+def _killed_in_production(out, monkeypatch):
+    """Seed 0 measured into `out` under SPARSE until a kill at production step 5 (sampler step
+    14; resume points at steps 2 and 4); returns its production folder.
+    """
+    from interp.wlmd.sampler import Sampler
+
+    advance = Sampler.advance
+
+    def killed(self):
+        advance(self)
+        if self.frozen and self.step == 14:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Sampler, "advance", killed)
+    with pytest.raises(KeyboardInterrupt):
+        study_b_measure.measure(out, seeds=(0,), settings=SPARSE)
+    monkeypatch.undo()
+    return seed_folder(out, 0) / "wlmd" / "samples"
 
 
 def test_a_production_stopped_exported_and_restored_elsewhere_resumes_to_the_same_samples(
@@ -232,18 +252,8 @@ def test_a_production_stopped_exported_and_restored_elsewhere_resumes_to_the_sam
     from interp.wlmd.sampler import PROGRESS_DIR, Sampler
 
     reference = _measured(tmp_path_factory, "straight-sparse", SPARSE)
-    first, advance = tmp_path / "first-machine", Sampler.advance
-
-    def killed_in_production(self):
-        advance(self)
-        if self.frozen and self.step == 14:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(Sampler, "advance", killed_in_production)
-    with pytest.raises(KeyboardInterrupt):
-        study_b_measure.measure(first, seeds=(0,), settings=SPARSE)
-    monkeypatch.undo()
-    samples = seed_folder(first, 0) / "wlmd" / "samples"
+    first = tmp_path / "first-machine"
+    samples = _killed_in_production(first, monkeypatch)
     assert list_checkpoints(samples / PROGRESS_DIR) == [2, 4] and list_checkpoints(samples)
 
     state = tmp_path / "state"
@@ -262,19 +272,7 @@ def test_a_production_stopped_exported_and_restored_elsewhere_resumes_to_the_sam
     monkeypatch.setattr(Sampler, "load_state_dict", spied)
     study_b_measure.measure(second, seeds=(0,), settings=SPARSE)
     assert resumed_at == [13]  # the sampler's step at the resume point: 9 walk steps + 4
-    expected = seed_folder(reference, 0) / "wlmd" / "samples"
-    resumed = seed_folder(second, 0) / "wlmd" / "samples"
-    assert list_checkpoints(resumed) == list_checkpoints(expected)
-    for step in list_checkpoints(expected):
-        weights = [
-            load_checkpoint(checkpoint_dir(f, step), load_train_state=False).state_dict
-            for f in (resumed, expected)
-        ]
-        assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[1])
-    pd.testing.assert_frame_equal(
-        study_b_measure.table(second).drop(columns="source"),
-        study_b_measure.table(reference).drop(columns="source"),
-    )
+    _assert_same_samples_and_rows(second, reference)
     # Restored under other settings (a longer production), the production is not carried: it
     # would resume with its old length, or from the walk's old end.
     other = settings_with({"wlmd": {"production_steps": 10}}, SPARSE)
@@ -288,20 +286,10 @@ def test_a_production_that_ends_while_it_is_exported_is_carried_without_done(tmp
     resume point finishes the production.
     """
     from interp.store.run_folder import is_done
-    from interp.wlmd.sampler import PROGRESS_DIR, Sampler
+    from interp.wlmd.sampler import PROGRESS_DIR
 
-    first, advance = tmp_path / "first", Sampler.advance
-
-    def killed_in_production(self):
-        advance(self)
-        if self.frozen and self.step == 14:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(Sampler, "advance", killed_in_production)
-    with pytest.raises(KeyboardInterrupt):
-        study_b_measure.measure(first, seeds=(0,), settings=SPARSE)
-    monkeypatch.undo()
-    samples = seed_folder(first, 0) / "wlmd" / "samples"
+    first = tmp_path / "first"
+    samples = _killed_in_production(first, monkeypatch)
     copytree = shutil.copytree
 
     def finishing(src, dst, *args, **kwargs):
