@@ -297,9 +297,7 @@ def _copy_production(samples: Path, target: Path) -> None:
         shutil.copytree(checkpoint_dir(samples, step), checkpoint_dir(target, step))
     if steps:
         (target / CHECKPOINTS_DIR / LATEST_FILE).write_text(checkpoint_dir(samples, steps[-1]).name + "\n")
-    for path in samples.iterdir():
-        if path.is_file() and not path.name.startswith(".") and path.name != DONE_FILE:
-            shutil.copyfile(path, target / path.name)
+    _copy_records(samples, target, leave_out=DONE_FILE)
 
 
 def _copy_newest(run: Path, target: Path) -> None:
@@ -311,6 +309,11 @@ def _copy_newest(run: Path, target: Path) -> None:
     newest = checkpoint_dir(run, steps[-1])
     shutil.copytree(newest, checkpoint_dir(target, steps[-1]))
     (target / CHECKPOINTS_DIR / LATEST_FILE).write_text(newest.name + "\n")
+    _copy_records(run, target)
+
+
+def _copy_records(run: Path, target: Path, leave_out: str | None = None) -> None:
+    """`run`'s top-level files (config, logs, DONE), but not the lock, a temporary file or `leave_out`."""
     for path in run.iterdir():
-        if path.is_file() and not path.name.startswith("."):  # not the lock or a temporary file
+        if path.is_file() and not path.name.startswith(".") and path.name != leave_out:
             shutil.copyfile(path, target / path.name)

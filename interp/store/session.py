@@ -128,11 +128,11 @@ class RunSession:
                 hint="the task code or data seed differs; train into a new --out folder",
             )
         truncate_metrics(self.run_dir, ckpt.step)
-        before = [s.get("machine") for s in read_sessions(self.run_dir)]
+        last = (read_sessions(self.run_dir) or [{}])[-1].get("machine")  # None: not recorded
         append_session(self.run_dir, ckpt.step)
-        if before and before[-1] is not None and before[-1] != (here := machine()):
+        if last is not None and last != (here := machine()):
             note(
-                f"{self.run_dir} ran on {_cpu(before[-1])} and resumes on {_cpu(here)}: another CPU rounds "
+                f"{self.run_dir} ran on {_cpu(last)} and resumes on {_cpu(here)}: another CPU rounds "
                 "some float sums differently, so the run will not be bit-identical to one that never moved"
             )
         started, now = ckpt.config.get("threads"), thread_count()
