@@ -286,6 +286,20 @@ else:
     GRIDS["study-a-vocab64"] = dataclasses.replace(
         GRIDS["study-a-map"], presets=("mpsp-2l2h", "mpsp-1l1h"), axes={"vocab": [64], "r": [0.9, 0.5]}
     )
+    # Study A decided (docs/study_a.md, "Weight decay or imbalance?", preregistered): one sweep
+    # seed no grid used before, 800, shared by both stages, so seed index i is the same data seed
+    # and initialisation in both and weight decay is paired on the two-layer seeds 0-9 of each r.
+    # Stage 1, the weight-decay headline: both models, weight decay 0.4, 10 seeds, 4,000 epochs
+    # (the latest rule at 0.4 so far came at epoch 1,950). Stage 2, the replication with power:
+    # two layers at the headline's weight decay 0.1, 30 seeds, 3,000 epochs.
+    GRIDS["study-a-wd-headline"] = dataclasses.replace(
+        GRIDS["study-a-headline"],
+        train={**GRIDS["study-a-headline"].train, "epochs": 4000, "weight_decay": 0.4},
+        sweep_seed=800,
+    )
+    GRIDS["study-a-replication"] = dataclasses.replace(
+        GRIDS["study-a-headline"], presets=("mpsp-2l2h",), seeds=30, sweep_seed=800
+    )
 
 
 def grid_from_dict(data: dict[str, Any]) -> Grid:

@@ -175,3 +175,38 @@ def test_stage_b_grids_change_one_thing_of_the_headline_or_take_fresh_seeds(tmp_
     wide = expand(GRIDS["study-a-vocab64"], tmp_path / "v")
     assert len(wide) == 20 and {s.task["vocab"] for s in wide} == {64}
     assert GRIDS["study-a-vocab64"].sweep_seed == 300 and all(s.train["epochs"] == 1500 for s in wide)
+
+
+def test_the_decisive_stages_share_a_fresh_sweep_seed_and_change_only_weight_decay(tmp_path):
+    """Study A decided: stage 1 (weight decay 0.4, both models, 10 seeds, 4,000 epochs) and
+    stage 2 (weight decay 0.1, two layers, 30 seeds, 3,000 epochs) take sweep seed 800, which no
+    earlier grid uses, so a two-layer seed index names the same data and initialisation in both.
+    """
+    from analyses.studies import grids
+
+    if grids.V_STAR is None:
+        assert "study-a-wd-headline" not in GRIDS
+        return
+    stage_1, stage_2 = GRIDS["study-a-wd-headline"], GRIDS["study-a-replication"]
+    earlier = {
+        g.sweep_seed for n, g in GRIDS.items() if n not in ("study-a-wd-headline", "study-a-replication")
+    }
+    assert stage_1.sweep_seed == stage_2.sweep_seed == 800 and 800 not in earlier
+    one = {(s.tags["preset"], s.task["r"], s.tags["seed"]): s for s in expand(stage_1, tmp_path / "1")}
+    two = {(s.tags["preset"], s.task["r"], s.tags["seed"]): s for s in expand(stage_2, tmp_path / "2")}
+    assert len(one) == 40 and len(two) == 60
+    assert {k[:2] for k in one} == {(p, r) for p in ("mpsp-2l2h", "mpsp-1l1h") for r in (0.9, 0.5)}
+    assert {k[:2] for k in two} == {("mpsp-2l2h", 0.9), ("mpsp-2l2h", 0.5)}
+    assert all(s.train["epochs"] == 4000 and s.train["weight_decay"] == 0.4 for s in one.values())
+    assert all(s.train["epochs"] == 3000 and s.train.get("weight_decay", 0.1) == 0.1 for s in two.values())
+    assert all(
+        set(s.train["eval_measures"]) == {"attn_pos0", "ov_parity_rho", "grad_groups"} for s in one.values()
+    )
+    for key, run in one.items():
+        if key[0] == "mpsp-2l2h":  # paired: everything but weight decay and the epochs equal
+            twin = two[key]
+            assert run.model == twin.model and run.task == twin.task
+            differ = {
+                k for k in run.train.keys() | twin.train.keys() if run.train.get(k) != twin.train.get(k)
+            }
+            assert differ == {"epochs", "weight_decay"}
