@@ -5,8 +5,8 @@ task and its splits): the one place where a run spec's task (`tasks`) and model 
 are built and handed to the training engine (`interp.training`). It lives in `analyses`, not
 in `interp`, because it must import `models` and `tasks`, which `interp` never does (outside
 its composition root, `interp.cli`, which nothing may import: study drivers such as
-`analyses.studies.study_c` train specs too). It knows no study: which task and settings a
-preset trains with is `analyses.studies.recipes`' business, decided before a spec exists.
+`analyses.studies.study_c.tables` train specs too). It knows no study: which task and settings a
+preset trains with is `analyses.recipes`' business, decided before a spec exists.
 
 * `check_specs_memory(specs)`: refuse, up front, specs whose data and model would not fit in
   memory (`interp.training.memory`), before any of them trains. `interp train` and

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analyses.studies.recipes import plan_runs  # noqa: E402
+from analyses.recipes import plan_runs  # noqa: E402
 from interp.store.run_folder import CHECKPOINTS_DIR  # noqa: E402
 from interp.store.session import open_run  # noqa: E402
 

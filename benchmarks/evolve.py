@@ -48,7 +48,7 @@ def build_run(run_dir: Path) -> None:
     """Write the study-shaped run folder with `CHECKPOINTS` checkpoints (skipped if already there)."""
     import torch
 
-    from analyses.studies.recipes import plan_runs
+    from analyses.recipes import plan_runs
     from interp.config import from_dict
     from interp.metrics import per_example_loss
     from interp.splits import split_digests

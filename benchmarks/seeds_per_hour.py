@@ -33,7 +33,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from analyses.studies.recipes import PRESET_TRAINING  # noqa: E402
+from analyses.recipes import PRESET_TRAINING  # noqa: E402
 from benchmarks.train_step import matmul_peak, median_seconds  # noqa: E402
 from interp.splits import split_digests  # noqa: E402
 from interp.store import open_run  # noqa: E402

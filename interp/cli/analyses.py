@@ -1,6 +1,6 @@
 """The analysis commands: one per registered analysis (`interp patch`, `interp grads`, ...),
 generated from its `Params` dataclass when invoked, plus `interp evolve` (any of them over
-every checkpoint of a run). Study A's commands are in `interp.cli.studies`.
+every checkpoint of a run). The studies' commands are in each study's `cli.py` (`analyses.studies.STUDIES`).
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def analysis_command(name: str) -> click.Command:
     "analyses",
     multiple=True,
     help="A registered analysis to evolve; repeat it for several series in one pass (imports and the run "
-    "opened once). Without it, the old spelling of `interp study-a evolution`, until the next release.",
+    "opened once).",
 )
 @click.option(
     "--param",
@@ -108,9 +108,7 @@ def analysis_command(name: str) -> click.Command:
     help="Worker processes computing the checkpoints side by side, each on its share of the threads.",
 )
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
-@click.pass_context
 def evolve(
-    ctx: click.Context,
     run_dir: str,
     analyses: tuple[str, ...],
     params: tuple[str, ...],
@@ -131,15 +129,10 @@ def evolve(
           --param split=adv --param grads.split=train
     """
     if not analyses:
-        if params or checkpoints:
-            option = "--param sets a parameter of" if params else "--checkpoints chooses the checkpoints of"
-            raise ConfigError(f"{option} --analysis, and none was given", "give --analysis NAME")
-        from interp.cli.group import moved_note
-        from interp.cli.studies import study_a_evolution
-
-        moved_note("evolve --run RUN", "study-a evolution --run RUN")
-        ctx.invoke(study_a_evolution, run_dir=run_dir, out=out, no_progress=no_progress)
-        return
+        raise ConfigError(
+            "interp evolve needs --analysis NAME (repeatable)",
+            f"one of: {', '.join(sorted(REGISTRY))}; study A's figure is interp study-a evolution --run RUN",
+        )
     for analysis in analyses:  # the message get_analysis gives, before torch
         if analysis not in REGISTRY:
             raise ConfigError(f"unknown analysis {analysis!r}", did_you_mean(analysis, REGISTRY))

@@ -1,7 +1,8 @@
 """The `interp` command group: every command is imported only when it runs or shows its help.
 
-`interp --help` lists the built-in commands (from `COMMANDS`' summaries) and the registered
-analyses (from the registry's summaries) without importing any of them, so it starts in a
+`interp --help` lists the built-in commands (from `COMMANDS`' summaries), the registered
+analyses (from the registry's summaries) and the studies' command groups (`STUDIES`) without
+importing any of them, so it starts in a
 fraction of a second with no torch, numpy or TransformerLens import. Running a command imports
 its module (its options are generated from the config dataclasses there); an analysis command
 is built from its `Params` (`interp.cli.analyses.analysis_command`). Commands that moved
@@ -16,6 +17,7 @@ import keyword
 import click
 
 from analyses.registry import REGISTRY
+from analyses.studies import STUDIES
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("interp.cli.train", "Train a model on a task into a run folder (resumable)."),
@@ -31,23 +33,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "interp.cli.analyses",
         "Run a registered analysis over every checkpoint of a run (cached per step).",
     ),
-    "study-a": (
-        "interp.cli.studies",
-        "Study A (the positional shortcut): circuit evolution, its dataset and model, the demo.",
-    ),
-    "inject": (
-        "interp.cli.studies",
-        "Study B: extend a model's vocabulary, fine-tune on train + noise, track forgetting.",
-    ),
-    "wlmd": (
-        "interp.cli.studies",
-        "Study B: Wang-Landau molecular dynamics on the weight sphere; equilibrium samples.",
-    ),
-    "study-b": (
-        "interp.cli.studies",
-        "Study B (the grokked illusion): the protocol per seed, and its tables.",
-    ),
-    "study-c": ("interp.cli.studies", "Study C (label-noise grokking): tables and figures of its sweeps."),
     "import": (
         "interp.cli.imports",
         "Bring a TransformerLens-convention checkpoint into a run folder (no pickled code).",
@@ -55,11 +40,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 """Built-in command name -> (its module, the one-line summary `interp --help` shows)."""
 
-MOVED: dict[str, str] = {"demo": "study-a demo", "describe": "study-a describe"}
+MOVED: dict[str, str] = {
+    "demo": "study-a demo",
+    "describe": "study-a describe",
+    "inject": "study-b inject",
+    "wlmd": "study-b wlmd",
+}
 """Old spellings kept for one release: old command -> where it moved (it prints so, then runs).
 
-`interp evolve` without ``--analysis`` (study A's figure, now `interp study-a evolution`) is
-the third; `interp.cli.analyses.evolve` handles it, since `evolve` itself stays.
 """
 
 
@@ -67,16 +55,17 @@ class CommandGroup(click.Group):
     """A click group whose commands (built-in and registered analyses) load on first use."""
 
     def list_commands(self, ctx: click.Context | None) -> list[str]:
-        """Built-in commands and registered analyses, sorted (moved spellings are not listed)."""
-        return sorted((set(super().list_commands(ctx)) | set(COMMANDS) | set(REGISTRY)) - set(MOVED))
+        """Built-in commands, registered analyses and studies, sorted (moved spellings are not listed)."""
+        known = set(COMMANDS) | set(REGISTRY) | set(STUDIES)
+        return sorted((set(super().list_commands(ctx)) | known) - set(MOVED))
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         """The command `name`, importing its module (or building the analysis) on first use."""
         if name not in self.commands:
             if name in MOVED:
                 self.add_command(self._moved(ctx, name), name)
-            elif name in COMMANDS:
-                module = importlib.import_module(COMMANDS[name][0])
+            elif name in COMMANDS or name in STUDIES:
+                module = importlib.import_module({**COMMANDS, **STUDIES}[name][0])
                 attribute = name.replace("-", "_")
                 self.add_command(
                     getattr(module, attribute + "_" if keyword.iskeyword(attribute) else attribute), name
@@ -117,10 +106,11 @@ class CommandGroup(click.Group):
         return super().resolve_command(ctx, args)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """List every command with its summary, importing none of them."""
-        rows = [(name, summary(name)) for name in self.list_commands(ctx)]
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
+        """List the toolkit's commands, then its analyses, then the studies, importing none of them."""
+        listed = self.list_commands(ctx)
+        for title, table in (("Commands", COMMANDS), ("Analyses", REGISTRY), ("Studies", STUDIES)):
+            with formatter.section(title):
+                formatter.write_dl([(name, summary(name)) for name in listed if name in table])
         with formatter.section("Moved (the old spellings still run, until the next release)"):
             formatter.write_dl([(old, f"now: interp {new}") for old, new in MOVED.items()])
 
@@ -134,4 +124,4 @@ def moved_note(old: str, new: str) -> None:
 
 def summary(name: str) -> str:
     """The one-line summary of command `name`, read without importing it."""
-    return COMMANDS[name][1] if name in COMMANDS else REGISTRY[name][1]
+    return {**COMMANDS, **REGISTRY, **STUDIES}[name][1]

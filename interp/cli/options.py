@@ -16,6 +16,7 @@ on (`given`), so the callee's own layered defaults (e.g. a preset's study settin
 from __future__ import annotations
 
 import dataclasses
+import json
 import types
 import typing
 from collections.abc import Callable, Iterable
@@ -150,3 +151,16 @@ def parse_seeds(text: str) -> list[int]:
     if not seeds or len(set(seeds)) != len(seeds):
         raise ConfigError(f"--seeds {text!r} is empty or repeats a seed", "use e.g. 0-7 or 0,3,5")
     return seeds
+
+
+def json_object(text: str, option: str) -> dict[str, Any]:
+    """`text` parsed as a JSON object, or one line naming `option` and what it should look like."""
+    try:
+        value = json.loads(text)
+    except ValueError as err:
+        raise ConfigError(
+            f"{option} {text!r} is not JSON ({err})", "give e.g. '{\"epochs\": 2000}'"
+        ) from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{option} {text!r} is not a JSON object", "give e.g. '{\"epochs\": 2000}'")
+    return value

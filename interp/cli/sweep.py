@@ -1,6 +1,6 @@
 """`interp sweep` and `interp report`: grids of runs and their reports (composition root).
 
-`interp study-a demo` (`interp.cli.studies`) is a sweep and a report on built-in defaults.
+`interp study-a demo` (`analyses.studies.study_a.cli`) is a sweep and a report on built-in defaults.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from interp.errors import ConfigError, did_you_mean
 
 def load_grid(name_or_file: str, *, seeds: int | None, epochs: int | None, axes: list[str]) -> Any:
     """A named grid (`analyses.studies.grids.GRIDS`) or a JSON file, with CLI overrides applied."""
-    from analyses.studies.grids import GRIDS, PENDING, grid_from_dict
+    from analyses.grids import grid_from_dict
+    from analyses.studies.grids import GRIDS, PENDING
 
     if name_or_file in PENDING:
         raise ConfigError(f"grid {name_or_file!r} cannot be built yet: it {PENDING[name_or_file]}")
@@ -86,7 +87,7 @@ def run_grid(
     Runs too large for memory are refused before any trains (`check_specs_memory`). Runs train
     seed-major (every configuration's seed 0, then every seed 1, ...).
     """
-    from analyses.studies.grids import expand
+    from analyses.grids import expand
     from analyses.training import check_specs_memory, train_spec
     from interp.config import to_dict
     from interp.errors import divergence_line
@@ -145,11 +146,12 @@ def write_sweep_report(
     sections: list[str] | None = None,
 ) -> Path:
     """The HTML report of the sweeps below `folder`, written to `out` (default: `folder`);
-    with `evolution`, study A's circuit-evolution figure for every run that has checkpoints
-    (their per-step results cached under `out`/cache when `out` is given, so the runs are only read);
+    with `evolution`, its study's figure over checkpoints (study A's circuit evolution) for every
+    run that has checkpoints (their per-step results cached under `out`/cache when `out` is given,
+    so the runs are only read);
     `sections`: more HTML before the runs (`interp study-a demo`'s committed results).
     """
-    from analyses.studies.report_page import write_report
+    from analyses.report.page import write_report
 
     figure = None
     if evolution:
@@ -158,14 +160,18 @@ def write_sweep_report(
 
 
 def _evolution_or_accuracy(run_dir: Path, *, progress: bool, folder: Path, out: Path | None) -> Any:
-    """Circuit evolution where the run kept checkpoints (committed results keep none)."""
-    from analyses.studies.report_page import accuracy_figure
-    from analyses.studies.study_a import circuit_evolution_figure
+    """Its study's figure over checkpoints where the run kept them (committed results keep none),
+    else the accuracy curves.
+    """
+    from analyses.report.page import accuracy_figure, study_sections
     from interp.store import list_checkpoints
 
     if list_checkpoints(run_dir):
         cache = None if out is None else out / "cache" / Path(run_dir).relative_to(folder)
-        return circuit_evolution_figure(run_dir, progress=progress, cache=cache)
+        for study in study_sections():
+            figure = None if study.evolution is None else study.evolution(run_dir, cache, progress)
+            if figure is not None:
+                return figure
     return accuracy_figure(run_dir)
 
 

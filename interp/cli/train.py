@@ -1,7 +1,7 @@
 """`interp train`: turn CLI options into run specs, and train them (one, or many seeds).
 
 Part of the composition root (`interp.cli`). Options merge as every run's do, in
-`analyses.studies.recipes`: the task's and `TrainConfig`'s own defaults, then the preset's
+`analyses.recipes`: the task's and `TrainConfig`'s own defaults, then the preset's
 study settings, then what the user gave. The specs then train through `analyses.training`.
 """
 
@@ -61,7 +61,7 @@ def runs_from_options(
         raise ConfigError("--out is required to start a run", "give a new run folder, or --resume RUN")
     if seed is not None and seeds is not None:
         raise ConfigError("--seed and --seeds are exclusive", "use --seeds 0-7 for several seeds")
-    from analyses.studies.recipes import DEFAULT_PRESET, plan_runs
+    from analyses.recipes import DEFAULT_PRESET, plan_runs
 
     train = {**train_options, "seed": seed or 0}
     return plan_runs(preset or DEFAULT_PRESET, task_options, train, seeds, out, task_name=task_name)

@@ -63,7 +63,7 @@ class Executor(Protocol):
         """Run `fn` on every item; yield each outcome as it finishes."""
 
 
-def _call_reporting(
+def call_reporting(
     fn: Callable[[T], Any], item: T, threads: int | None, *, in_worker: bool = False
 ) -> Outcome[T]:
     """Run one item, turning any exception into a reported outcome.
@@ -124,7 +124,7 @@ def _in_process(fn: Callable[[T], Any], items: Sequence[T], threads: int) -> Ite
         for index, item in enumerate(items):
             if stop.signum is not None:
                 raise RunsInterrupted(stop.signum, 0, len(items) - index)
-            yield _call_reporting(fn, item, threads)
+            yield call_reporting(fn, item, threads)
 
 
 def _in_workers(
@@ -169,7 +169,7 @@ def _task_reporting(
     with stop_on_signals():
         if supervisor is not None:
             watch_supervisor(supervisor)
-        return _call_reporting(fn, item, threads, in_worker=True)
+        return call_reporting(fn, item, threads, in_worker=True)
 
 
 @contextlib.contextmanager
@@ -462,6 +462,6 @@ class SubmititExecutor:
             reported = job.result()
         except Exception as err:  # noqa: BLE001 - the task died outside fn: report, go on
             return Outcome(item, error=f"{type(err).__name__} (job {job.job_id}): {err}")
-        if not isinstance(reported, Outcome):  # pragma: no cover - only _call_reporting runs
+        if not isinstance(reported, Outcome):  # pragma: no cover - only call_reporting runs
             return Outcome(item, reported)
         return Outcome(item, reported.value, reported.error, reported.busy, interrupted=reported.interrupted)

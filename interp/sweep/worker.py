@@ -20,7 +20,7 @@ from interp.signals import StopFlag, stop_on_signals, watch_supervisor
 
 def serve(inbox: Connection, outbox: Connection, stop: StopFlag) -> None:
     """Run tasks from `inbox`, each outcome to `outbox`, until told to stop or the pipe ends."""
-    from interp.sweep.executors import Outcome, _call_reporting
+    from interp.sweep.executors import Outcome, call_reporting
 
     while True:
         try:
@@ -36,7 +36,7 @@ def serve(inbox: Connection, outbox: Connection, stop: StopFlag) -> None:
         if stop.signum is not None:  # stopped while idle: this task never starts
             outcome = Outcome(item, error=f"{stop.reason} before it started", interrupted=stop.signum)
         else:
-            outcome = _call_reporting(fn, item, threads, in_worker=True)
+            outcome = call_reporting(fn, item, threads, in_worker=True)
         try:
             outbox.send(outcome)
         except (BrokenPipeError, OSError):

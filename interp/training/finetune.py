@@ -4,7 +4,7 @@ Study B forces a trained model to memorise new data (a noise set on new tokens) 
 its original training data, until the combined train accuracy exceeds 99.8%, and tracks the
 original task's test accuracy along the way (the forgetting curve). `finetune` does exactly that
 for any hooked model and task (the vocabulary extension and the noise task live in `models`
-and `tasks`; `analyses.studies.study_b` puts them together). It is `interp.training.loop.TrainLoop`
+and `tasks`; `analyses.studies.study_b.protocol` puts them together). It is `interp.training.loop.TrainLoop`
 with a `TrainConfig` whose ``target_acc`` is set (`interp.training.config.finetune_config`):
 
 * full-batch AdamW on the task's `train` split; the stopping test uses the logits of the very
@@ -15,7 +15,7 @@ with a `TrainConfig` whose ``target_acc`` is set (`interp.training.config.finetu
 * every `eval_every` steps (and at the start and the stop) every split and group is evaluated
   into `metrics.jsonl` (`test/acc` is the forgetting curve, `train/noise/acc` the memorisation);
 * optional sphere constraint `weight_norm` (projection before the first step and after every
-  step). Study B's choice (`analyses.studies.study_b`): keep the norm the extended model starts
+  step). Study B's choice (`analyses.studies.study_b.protocol`): keep the norm the extended model starts
   with, so step 0 is exactly the original function on original inputs;
 * checkpoints at step 0, every `checkpoint_every` steps and at the stop, in the run format, so
   every analysis opens the result; resuming (from any checkpoint, RNG included) is bit-identical.

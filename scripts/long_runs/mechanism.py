@@ -7,7 +7,7 @@ Usage::
 MAP_DIR is the map's sweep folder (`--grid study-a-map`; its `mpsp-2l2h` r = 0.9 runs at V*, the
 positional shortcut), MAX_DIR the sweep folder of `--grid study-a-mechanism-max` (the max
 shortcut at V*). Both must hold the runs' checkpoints (they are read, never written). V is
-`analyses.studies.grids.V_STAR` unless `--vocab` names it. OUT defaults to
+`analyses.studies.study_a.grids.V_STAR` unless `--vocab` names it. OUT defaults to
 `results/study-a/mechanism`, which the docs page draws from. Only finished runs are tested;
 unfinished ones are listed in the record. The probe costs a few seconds a checkpoint (35
 checkpoints a run), so `--jobs` runs that many runs at once.
@@ -25,9 +25,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def main(argv: list[str] | None = None) -> int:
     """Find the runs of both sides, probe them, write the record; 0 on success."""
     sys.path.insert(0, str(ROOT))
-    from analyses.studies.grids import V_STAR
-    from analyses.studies.mechanism import Params, mechanism
-    from analyses.studies.mechanism_io import find_runs, write_record
+    from analyses.studies.study_a.grids import V_STAR
+    from analyses.studies.study_a.mechanism import Params, mechanism
+    from analyses.studies.study_a.mechanism_io import find_runs, write_record
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("map_dir", type=Path, help="the map's sweep folder (positional shortcut)")

@@ -9,10 +9,10 @@ Usage::
     python scripts/long_runs/study_b_pilots.py --records DEST --cover
 
 ``--cover`` runs (or reads) protocol 3's pilots instead of the shorter road's
-(`analyses.studies.study_b_cover`): can a walk with linear edges and the classic schedule
+(`analyses.studies.study_b.diagnostics.cover`): can a walk with linear edges and the classic schedule
 cover the window's x-bins at all?
 
-OUT holds the pilot AdamW models and each variant's walk (`analyses.studies.study_b_pilots`);
+OUT holds the pilot AdamW models and each variant's walk (`analyses.studies.study_b.diagnostics.pilots`);
 re-running the same line resumes. `--export DEST` copies the compact records (no weights), from
 which `--records DEST` rebuilds the table on a fresh clone. One torch thread: the pilots time
 the process's own CPU clock, and share the machine with study A.
@@ -65,8 +65,13 @@ def main(argv: list[str] | None = None) -> int:
     parser, args = _arguments(argv)
     import torch
 
-    from analyses.studies.study_b_cover import COVER_STEPS, COVER_VARIANTS, cover_table, decide_cover
-    from analyses.studies.study_b_pilots import (
+    from analyses.studies.study_b.diagnostics.cover import (
+        COVER_STEPS,
+        COVER_VARIANTS,
+        cover_table,
+        decide_cover,
+    )
+    from analyses.studies.study_b.diagnostics.pilots import (
         PRODUCTION_FILE,
         VARIANTS,
         decide,

@@ -8,7 +8,7 @@ Usage::
     python scripts/long_runs/study_b_state.py restore DEST OUT --preset protocol-6 --adamw-only  # walk anew
 
 `export` is safe while `interp study-b measure OUT` runs, and replaces what DEST held; `restore`
-fills only the seeds OUT has no seed_N folder of (`analyses.studies.study_b_state`). With
+fills only the seeds OUT has no seed_N folder of (`analyses.studies.study_b.state`). With
 `--preset`, OUT is measured with that preset, which may differ from the exported settings only
 by a larger walk budget and another production length: `interp study-b measure OUT --preset
 NAME` then continues each walk and samples it anew. With `--adamw-only`, only each seed's AdamW
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def main(argv: list[str] | None = None) -> int:
     """Export or restore; print what was carried; 0 on success, 2 on bad input."""
     sys.path.insert(0, str(ROOT))
-    from analyses.studies.study_b_settings import PRESETS
+    from analyses.studies.study_b.settings import PRESETS
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("action", choices=("export", "restore"))
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         wanted = parse_seeds(args.seeds) if args.seeds else None
     except InterpError as err:
         parser.error(str(err))
-    from analyses.studies.study_b_state import export_state, restore_state
+    from analyses.studies.study_b.state import export_state, restore_state
 
     try:
         if args.action == "export":

@@ -10,7 +10,7 @@ ENTROPY is a walk's entropy-phase folder (``seed_N/wlmd/entropy``, e.g. the comm
 force on the walker at its saved position with the grid's edges as the walk ran them (flat)
 and with the outermost slope carried to the edge (linear); then where the walker goes in
 `--steps` more steps with linear edges, under the walk's own ln f schedule and under the
-classic one restarted at ln f = 1 (`analyses.studies.study_b_wall`), with the force a reflected
+classic one restarted at ln f = 1 (`analyses.studies.study_b.diagnostics.wall`), with the force a reflected
 walker keeps (as every walk up to protocol 5 ran) or a fresh one (`--wall-force`). `--out`
 writes all of it as JSON. One torch thread, like the walks.
 """
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--steps {args.steps} is too short: at least 100 (one record every 100 steps)")
     import torch
 
-    from analyses.studies.study_b_wall import continue_walk, wall_force
+    from analyses.studies.study_b.diagnostics.wall import continue_walk, wall_force
 
     torch.set_num_threads(1)
     result = {"forces": {edges: wall_force(args.entropy, edges) for edges in ("flat", "linear")}}

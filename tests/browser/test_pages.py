@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from analyses.studies.plots import write_figure
-from analyses.studies.study_a import attention_explorer, circuit_evolution_figure
+from analyses.report.plots import write_figure
+from analyses.studies.study_a.evolution import attention_explorer, circuit_evolution_figure
 from interp.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,7 +116,7 @@ def test_a_docs_tutorial_page(tmp_path, page):
 
 def test_the_mechanism_figure(page, tmp_path):
     """Study A's mechanism test: three panels on one log epoch axis, an onset diamond per panel."""
-    from analyses.studies.mechanism import MechanismResult, Params, RunSeries
+    from analyses.studies.study_a.mechanism import MechanismResult, Params, RunSeries
 
     def series(label: str, shortcut: str, onset: int | None, accuracy: list[float]) -> RunSeries:
         steps = [0, 1, 10, 100, 1000, 1500]

@@ -141,7 +141,7 @@ def test_study_as_rates_table_is_the_report_of_the_committed_results():
     """docs/study_a.md quotes `interp report results/study-a` as it stands: the committed records
     and the page cannot drift apart (rebuild the table with `rate_markdown` after exporting runs).
     """
-    from analyses.studies.report import rate_markdown
+    from analyses.report.records import rate_markdown
 
     assert rate_markdown(DOCS.parent / "results" / "study-a") in (DOCS / "study_a.md").read_text()
 
@@ -219,7 +219,7 @@ def test_study_bs_retention_table_is_the_one_the_committed_records_rebuild(recor
     """docs/study_b.md quotes `interp study-b records results/study-b/RECORDS` as they stand
     (re-export and paste the tables again when a seed's records land).
     """
-    from analyses.studies.study_b_measure import markdown_tables
+    from analyses.studies.study_b.measure import markdown_tables
 
     tables = markdown_tables(DOCS.parent / "results" / "study-b" / records).split("\n\n")
     assert tables[0].startswith("| noise |") and re.search(r"^\| random \| \d+ \|", tables[0], re.M)
@@ -236,7 +236,7 @@ def test_protocol_4_repeats_protocol_3_for_every_seed_whose_walk_ended_before_pr
     """
     import pandas as pd
 
-    from analyses.studies.study_b_settings import PRESETS
+    from analyses.studies.study_b.settings import PRESETS
 
     base = DOCS.parent / "results" / "study-b"
     budget = PRESETS["protocol-3"].wlmd.budget()
@@ -272,7 +272,7 @@ def test_protocol_3s_decision_is_the_one_the_committed_pilots_give():
     """docs/study_b.md names the variant that `decide_cover` takes from the committed pilot
     records, and quotes each recorded variant's coverage step.
     """
-    from analyses.studies.study_b_cover import cover_table, decide_cover
+    from analyses.studies.study_b.diagnostics.cover import cover_table, decide_cover
 
     table = cover_table(DOCS.parent / "results" / "study-b" / "pilots" / "cover")
     adopted, _ = decide_cover(table)
@@ -288,8 +288,8 @@ def test_protocol_3s_preset_is_the_pilots_choice_with_the_documented_targets():
     """The `protocol-3` preset walks as the variant the committed pilots chose, on the pilots'
     starting settings otherwise, and docs/study_b.md states the targets and budget it holds.
     """
-    from analyses.studies.study_b_cover import COVER_VARIANTS, cover_table, decide_cover
-    from analyses.studies.study_b_settings import PRESETS
+    from analyses.studies.study_b.diagnostics.cover import COVER_VARIANTS, cover_table, decide_cover
+    from analyses.studies.study_b.settings import PRESETS
 
     adopted, _ = decide_cover(cover_table(DOCS.parent / "results" / "study-b" / "pilots" / "cover"))
     walk, before = PRESETS["protocol-3"].wlmd, PRESETS["protocol-2"].wlmd

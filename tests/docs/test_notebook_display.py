@@ -26,7 +26,7 @@ fingerprint = get_analysis("fingerprint")
 fingerprint.compute(load_subject("run"), fingerprint.params(split="adv"))
 """
 EXPLORER = """
-from analyses.studies.study_a import attention_explorer
+from analyses.studies.study_a.evolution import attention_explorer
 attention_explorer("run")
 """
 PLOTLY = "application/vnd.plotly.v1+json"

@@ -13,7 +13,8 @@ import time
 import pytest
 
 from analyses import load_subject
-from analyses.studies.grids import GRIDS, expand
+from analyses.grids import expand
+from analyses.studies.grids import GRIDS
 from analyses.training import train_spec
 from interp.metrics import milestones
 from interp.store import checkpoint_dir, list_checkpoints, read_done, read_metrics

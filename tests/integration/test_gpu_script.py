@@ -39,7 +39,8 @@ def test_the_dry_run_sweeps_stage_b_grids_with_their_own_seeds_and_reports(tmp_p
     """Each stage (b) grid is swept by name (its seeds and data seeds, not the script's), every
     run finishes, a grid that fails does not stop the others, and one report covers them all.
     """
-    from analyses.studies.grids import GRIDS, expand
+    from analyses.grids import expand
+    from analyses.studies.grids import GRIDS
 
     out = tmp_path / "grid"
     env = {**os.environ, "PYTHON": sys.executable, "EPOCHS": "4"}

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from analyses.studies.recipes import plan_runs
+from analyses.recipes import plan_runs
 from interp.store.run_folder import CHECKPOINTS_DIR, create_run, run_lock
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,5 @@
-"""`interp inject` and `interp wlmd` on a tiny norm-constrained modular-addition run."""
+"""`interp study-b inject` and `interp study-b wlmd` (and their old spellings) on a tiny
+norm-constrained modular-addition run."""
 
 from __future__ import annotations
 
@@ -70,6 +71,7 @@ TINY_PROTOCOL = {
 def test_inject_reports_whether_the_target_was_reached(goldilocks, tmp_path, capsys):
     code, out, err = _cli(
         capsys,
+        "study-b",
         "inject",
         "--ckpt",
         goldilocks,
@@ -92,6 +94,7 @@ def test_inject_reports_whether_the_target_was_reached(goldilocks, tmp_path, cap
 def test_wlmd_runs_both_phases_into_resumable_folders(goldilocks, tmp_path, capsys):
     code, out, err = _cli(
         capsys,
+        "study-b",
         "wlmd",
         "--ckpt",
         goldilocks,
@@ -114,6 +117,7 @@ def test_wlmd_runs_both_phases_into_resumable_folders(goldilocks, tmp_path, caps
 def test_wlmd_grid_options_set_the_entropy_grid(goldilocks, tmp_path, capsys):
     code, _, err = _cli(
         capsys,
+        "study-b",
         "wlmd",
         "--ckpt",
         goldilocks,
@@ -144,7 +148,17 @@ def test_wlmd_grid_options_set_the_entropy_grid(goldilocks, tmp_path, capsys):
 
 def test_wlmd_refuses_a_grid_without_the_start(goldilocks, tmp_path, capsys):
     code, _, err = _cli(
-        capsys, "wlmd", "--ckpt", goldilocks, "--out", tmp_path / "w", "--x-below", "0", "--x-above", "1"
+        capsys,
+        "study-b",
+        "wlmd",
+        "--ckpt",
+        goldilocks,
+        "--out",
+        tmp_path / "w",
+        "--x-below",
+        "0",
+        "--x-above",
+        "1",
     )
     assert code == 2 and "WLMDSettings.x_below = 0.0" in err and not (tmp_path / "w").exists()
 
@@ -175,7 +189,7 @@ def test_inject_refuses_a_study_a_run(tmp_path, capsys):
         )[0]
         == 0
     )
-    code, _, err = _cli(capsys, "inject", "--ckpt", run, "--out", tmp_path / "x")
+    code, _, err = _cli(capsys, "study-b", "inject", "--ckpt", run, "--out", tmp_path / "x")
     assert code == 2 and "modular-addition" in err
 
 
@@ -223,7 +237,7 @@ def test_protocol_2_walkers_starts_each_walker_at_its_own_model_and_injects_a_fa
     import dataclasses
     import json
 
-    from analyses.studies import study_b_measure
+    from analyses.studies.study_b import measure as study_b_measure
 
     # Production looks at every step with a window that holds every state, so every walker saves samples.
     wlmd = {"production_steps": 4, "dt": 3e-2, "max_samples": 6, "window_x": 100.0, "target_cosine": 0.9999}
@@ -268,3 +282,14 @@ def test_protocol_2_walkers_starts_each_walker_at_its_own_model_and_injects_a_fa
         assert (
             text.count("**claim not tested** (cosine") == flagged and "flatness" not in text.split("\n\n")[0]
         )
+
+
+def test_the_old_spellings_note_the_move_and_run(goldilocks, tmp_path, capsys):
+    # `interp inject` and `interp wlmd` moved under `interp study-b` (one release of notice).
+    code, _, err = _cli(
+        capsys, "inject", "--ckpt", goldilocks, "--out", tmp_path / "x", "--k", "3", "--epochs", "1"
+    )
+    assert code == 0, err
+    assert "note: `interp inject` moved to `interp study-b inject`" in err
+    code, _, err = _cli(capsys, "wlmd", "--ckpt", tmp_path / "nope", "--out", tmp_path / "w")
+    assert code == 2 and "moved to `interp study-b wlmd`" in err

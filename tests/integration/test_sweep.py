@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 
-import analyses.studies.study_a as circuit_evolution
+import analyses.studies.study_a.evolution as circuit_evolution
 from analyses import get_analysis, load_subject
 from analyses.evolution import evolve
-from analyses.studies.report import load_results, rate_table, wilson
-from analyses.studies.report_page import accuracy_figure
+from analyses.report.page import accuracy_figure
+from analyses.report.records import load_results, rate_table, wilson
 from interp.cli import main
 from interp.errors import ConfigError
 from interp.store import checkpoint_dir, list_checkpoints
@@ -174,7 +174,7 @@ def test_circuit_evolution_figure_and_explorer(sweep_dir):
     assert [int(f.name) for f in explorer.frames] == chosen
 
 
-def test_study_a_evolution_writes_the_figure_and_explorer_and_the_old_spelling_still_does(
+def test_study_a_evolution_writes_the_figure_and_explorer_and_evolve_needs_an_analysis(
     sweep_dir, capsys, tmp_path
 ):
     run = read_sweep(sweep_dir)[0][0].out
@@ -184,14 +184,11 @@ def test_study_a_evolution_writes_the_figure_and_explorer_and_the_old_spelling_s
     assert code == 0 and err == "", err
     new = {p.name: p.stat().st_size for p in (tmp_path / "a").glob("*.html")}
     assert sorted(new) == ["circuit_evolution.html", "explorer.html"] and min(new.values()) > 1000
+    # `interp evolve` without --analysis ran study A's figure for a release; now it names the analyses.
     code, out, err = _cli(capsys, "evolve", "--run", run, "--out", tmp_path / "b", "--no-progress")
-    assert code == 0, err
-    assert err.splitlines() == [
-        "note: `interp evolve --run RUN` moved to `interp study-a evolution --run RUN`; "
-        "the old spelling goes in the next release"
-    ]
-    old = {p.name: p.stat().st_size for p in (tmp_path / "b").glob("*.html")}
-    assert sorted(old) == sorted(new)
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert "needs --analysis NAME" in err and "fingerprint, fourier, grads" in err
+    assert "interp study-a evolution --run RUN" in err and not (tmp_path / "b").exists()
     code, _, err = _cli(capsys, "evolve", "--run", run, "--param", "split=adv")
     assert code == 2 and "--analysis" in err
 
@@ -333,7 +330,7 @@ def test_sweep_device_reaches_every_run_and_a_device_not_here_exits_2(tmp_path, 
     """`interp sweep --device D` trains every run on D; a GPU this machine lacks, or a device
     that is not cpu / cuda[:N], is refused before anything is written, with one line.
     """
-    from analyses.studies.grids import grid_from_dict
+    from analyses.grids import grid_from_dict
     from interp.cli.sweep import run_grid
     from interp.sweep.executors import Outcome
 

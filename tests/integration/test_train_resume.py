@@ -21,7 +21,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analyses.studies.report_page import accuracy_figure
+from analyses.report.page import accuracy_figure
 from interp.errors import Note
 from interp.store.checkpoint import load_checkpoint
 from interp.store.run_folder import is_done, read_metrics

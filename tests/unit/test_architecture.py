@@ -281,3 +281,86 @@ def test_every_analysis_names_the_dissection_modules_it_wraps_in_its_docstring_a
         assert wraps <= imports, f"{module} names {sorted(wraps - imports)} but does not import them"
         assert imports - DISSECT_HELPERS <= wraps, f"{module} wraps {sorted(imports - wraps)} unnamed"
         assert table[name] == wraps, f"{name}: docs/architecture.md says {table[name]}, the docstring {wraps}"
+
+
+# The studies' rooms (docs/architecture.md, "Studies"): each study is a subpackage of
+# analyses.studies; only the studies' table and grid collection, and the study itself, import it.
+STUDY_ROOT = ROOT / "analyses" / "studies"
+STUDY_GATHERERS = {"analyses.studies", "analyses.studies.grids"}
+
+
+def _study_of(module: str) -> str | None:
+    """``analyses.studies.study_b.measure`` -> ``study_b``; None outside a study."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["analyses", "studies"] else None
+
+
+def _imported_modules(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}  # from pkg import module
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+    return found
+
+
+def _study_import_offenders() -> list[str]:
+    studies = {p.name for p in STUDY_ROOT.iterdir() if (p / "__init__.py").exists()}
+    offenders = []
+    for package in ("interp", "models", "tasks", "analyses"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            here = _module_name(path)
+            for target in _imported_modules(path):
+                study = _study_of(target)
+                if study not in studies or here in STUDY_GATHERERS:
+                    continue
+                if _study_of(here) not in (None, study):
+                    offenders.append(f"{here} (a study) imports another study, {target}")
+                elif _study_of(here) is None:
+                    offenders.append(f"{here} imports the study module {target}")
+    return offenders
+
+
+def test_no_study_imports_another_and_nothing_general_imports_a_study():
+    # The report takes a study's section through its hook (analyses.report.page.ReportSection),
+    # the CLI a study's command group through analyses.studies.STUDIES: neither imports a study.
+    assert {p.name for p in STUDY_ROOT.iterdir() if (p / "__init__.py").exists()} == {
+        "study_a",
+        "study_b",
+        "study_c",
+    }
+    offenders = _study_import_offenders()
+    assert not offenders, offenders
+
+
+def test_a_study_enters_the_cli_only_through_its_cli_module():
+    # A study's cli.py is its door: part of the composition root, the one study module that may
+    # import interp.cli (its option helpers); the library side of a study never does.
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {module}"
+        for path in sorted(STUDY_ROOT.rglob("*.py"))
+        if path.name != "cli.py"
+        for module in _imported_modules(path)
+        if module.split(".")[:2] == ["interp", "cli"]
+    ]
+    assert not offenders, offenders
+    from analyses.studies import STUDIES
+
+    for name, (module, _) in STUDIES.items():
+        assert module == f"analyses.studies.{name.replace('-', '_')}.cli"
+        assert getattr(importlib.import_module(module), name.replace("-", "_")).name == name
+
+
+def test_no_private_name_is_imported_across_modules():
+    # Stricter than the subpackage rule above: a private name is its module's own business.
+    offenders = [
+        f"{_module_name(path)} imports {node.module}.{alias.name}"
+        for path in _source_files()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path)))
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+        for alias in node.names
+        if _private(alias.name)
+    ]
+    assert not offenders, offenders

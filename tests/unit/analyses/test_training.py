@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import interp.training.memory as memory
-from analyses.studies.recipes import plan_runs
+from analyses.recipes import plan_runs
 from analyses.training import check_specs_memory
 from interp.errors import ConfigError
 from models import build_model

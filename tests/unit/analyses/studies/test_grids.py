@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from analyses.studies.grids import GRIDS, Grid, expand, mechanism_max_grid
+from analyses.grids import Grid, expand
+from analyses.studies.grids import GRIDS
+from analyses.studies.study_a.grids import mechanism_max_grid
 from interp.cli import main
 from interp.cli.sweep import load_grid
 from interp.config import from_dict
@@ -75,7 +77,7 @@ def test_the_mechanism_grid_runs_the_max_shortcut_at_the_maps_cadence(tmp_path):
 
 
 def test_the_mechanism_grid_waits_for_v_star(capsys):
-    from analyses.studies import grids
+    from analyses.studies.study_a import grids
 
     if grids.V_STAR is None:
         assert "study-a-mechanism-max" in grids.PENDING and "study-a-mechanism-max" not in GRIDS
@@ -93,7 +95,7 @@ def test_the_headline_grid_is_the_preregistered_one_at_v_star():
     """Both models x r = 0.9, 0.5 at V*, 10 seeds of sweep seed 400, 3,000 epochs, the circuit
     measures on, two layers first (its primary test), seed-major.
     """
-    from analyses.studies import grids
+    from analyses.studies.study_a import grids
 
     headline = GRIDS["study-a-headline"]
     assert headline.task["vocab"] == grids.V_STAR == 32 and headline.sweep_seed == 400
@@ -113,7 +115,7 @@ def test_stage_a_grids_share_the_preregistered_seeds(tmp_path):
     """The map's one-layer cells train on the map's training sets (sweep seed 300); below chance
     (r = 0.15) reuses the headline's first five seeds of both models (sweep seed 400).
     """
-    from analyses.studies import grids
+    from analyses.studies.study_a import grids
     from interp.sweep.specs import derive_seed
 
     one_layer = expand(GRIDS["study-a-map-1l1h"], tmp_path / "m")
@@ -140,7 +142,7 @@ def test_stage_b_grids_change_one_thing_of_the_headline_or_take_fresh_seeds(tmp_
     setting changed; capacity and the ternary label take sweep seed 700, which no other grid
     uses; vocabulary 64 extends the map (its seeds and cadence) to both models.
     """
-    from analyses.studies import grids
+    from analyses.studies.study_a import grids
 
     if grids.V_STAR is None:
         assert "study-a-wd" not in GRIDS
@@ -182,7 +184,7 @@ def test_the_decisive_stages_share_a_fresh_sweep_seed_and_change_only_weight_dec
     stage 2 (weight decay 0.1, two layers, 30 seeds, 3,000 epochs) take sweep seed 800, which no
     earlier grid uses, so a two-layer seed index names the same data and initialisation in both.
     """
-    from analyses.studies import grids
+    from analyses.studies.study_a import grids
 
     if grids.V_STAR is None:
         assert "study-a-wd-headline" not in GRIDS

@@ -1,4 +1,4 @@
-"""Study A's mechanism test (`analyses.studies.mechanism`, `mechanism_io`): the embedding probe
+"""Study A's mechanism test (`analyses.studies.study_a.mechanism`, `mechanism_io`): the embedding probe
 over checkpoints finds a parity direction where one was put, the preregistered rule classifies
 runs as it says, and the record round-trips into the docs section.
 """
@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 import torch
 
-from analyses.studies.mechanism import (
+from analyses.studies.study_a.evolution import phase2
+from analyses.studies.study_a.mechanism import (
     MechanismResult,
     Params,
     mechanism,
@@ -20,8 +21,7 @@ from analyses.studies.mechanism import (
     summarise_shortcuts,
     verdict,
 )
-from analyses.studies.mechanism_io import docs_section, find_runs, load_record, write_record
-from analyses.studies.study_a import phase2
+from analyses.studies.study_a.mechanism_io import docs_section, find_runs, load_record, write_record
 from interp.dissect.probes import embedding_probe
 from interp.errors import ConfigError
 from interp.store.checkpoint import save_checkpoint

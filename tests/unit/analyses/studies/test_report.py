@@ -14,8 +14,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analyses.studies.grids import Grid, expand
-from analyses.studies.report import (
+from analyses.grids import Grid, expand
+from analyses.report.page import run_line, write_report
+from analyses.report.records import (
     FINISHED,
     NOT_STARTED,
     UNFINISHED,
@@ -26,8 +27,7 @@ from analyses.studies.report import (
     rate_table,
     wilson,
 )
-from analyses.studies.report_page import run_line, write_report
-from analyses.studies.report_sweeps import sweep_command
+from analyses.report.sweeps import sweep_command
 from interp.config import to_dict
 from interp.metrics import milestones
 from interp.store.run_folder import write_compute
@@ -269,7 +269,7 @@ def test_cpu_hours_are_summed_from_the_runs_compute_records(results, tmp_path):
     import subprocess
     import sys
 
-    from analyses.studies.report_sweeps import sweep_rows
+    from analyses.report.sweeps import sweep_rows
 
     sweeps, runs = load_results(results)
     grid = next(s for s in sweeps if s.name == "grid")
@@ -298,7 +298,7 @@ def test_cpu_hours_are_summed_from_the_runs_compute_records(results, tmp_path):
 
 
 def test_the_demo_shows_committed_rates_and_its_own_phase2_run_or_the_committed_series(tmp_path):
-    from analyses.studies.demo import SERIES, committed_sections, phase2_run
+    from analyses.studies.study_a.demo import SERIES, committed_sections, phase2_run
 
     results = tmp_path / "results"
     assert "no committed confirmation results" in " ".join(committed_sections(results))
@@ -351,6 +351,6 @@ def test_the_demo_shows_committed_rates_and_its_own_phase2_run_or_the_committed_
     ],
 )
 def test_run_accuracies_never_round_onto_100_or_0_percent(value, text):
-    from analyses.studies.report import accuracy_percent
+    from analyses.report.records import accuracy_percent
 
     assert accuracy_percent(value) == text

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from scipy.stats import binomtest, hypergeom
 
-from analyses.studies.report import FINISHED, UNFINISHED, RunState, wilson
-from analyses.studies.study_a_stats import (
+from analyses.report.records import FINISHED, UNFINISHED, RunState, wilson
+from analyses.report.survival import time_to_milestone, time_to_milestone_figure, wilson_interval
+from analyses.studies.study_a.stats import (
     OUTCOMES,
     axis_rate_figure,
     axis_rates,
@@ -23,7 +24,6 @@ from analyses.studies.study_a_stats import (
     outcome,
     outcome_table,
 )
-from analyses.studies.survival import time_to_milestone, time_to_milestone_figure, wilson_interval
 from interp.sweep.specs import RunSpec
 
 
@@ -183,7 +183,7 @@ def test_time_to_milestone_censors_unfinished_runs_kaplan_meier():
 
 
 def test_crossed_outcomes_lay_the_runs_out_by_training_set_and_initialisation():
-    from analyses.studies.study_a_stats import crossed_outcomes
+    from analyses.studies.study_a.stats import crossed_outcomes
 
     runs = [
         state(
@@ -204,7 +204,7 @@ def test_crossed_shares_split_the_variation_between_data_and_initialisation():
     initialisation (all the variation is the data's); then on initialisation 0 only (all of it
     the initialisation's); then one lucky pair (an interaction neither explains alone).
     """
-    from analyses.studies.study_a_stats import crossed_shares
+    from analyses.studies.study_a.stats import crossed_shares
 
     def runs(found):
         return [state(seed=m, data=d, rule=100 if found(d, m) else None) for d in range(4) for m in range(3)]

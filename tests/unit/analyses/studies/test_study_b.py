@@ -7,7 +7,7 @@ import shutil
 import pytest
 import torch
 
-from analyses.studies import study_b
+from analyses.studies.study_b import protocol as study_b
 from interp.store.checkpoint import load_checkpoint
 from interp.store.run_folder import read_done, read_metrics
 from interp.training.config import finetune_config
@@ -117,7 +117,7 @@ def test_walkers_from_their_own_starts(source, tmp_path):
     assert first["step"] == 0 and first["cosine"] == pytest.approx([1.0, 1.0])  # each at its own start
     for walker, start in enumerate((source, other)):  # ... which is the model it was given
         assert (first["x"][walker], first["y"][walker]) == pytest.approx(study_b.source_cvs(start), abs=1e-5)
-    starts = [study_b._model_cvs(*study_b._source(s)[::2], 6.0)[0].flatten() for s in (source, other)]
+    starts = [study_b.model_cvs(*study_b.load_source(s)[::2], 6.0)[0].flatten() for s in (source, other)]
     assert torch.nn.functional.cosine_similarity(starts[0], starts[1], dim=0) < 0.99  # two different starts
     assert min(last["cosine"]) < 1.0
     with pytest.raises(study_b.ConfigError, match="1 starts for 2 walkers"):

@@ -1,4 +1,4 @@
-"""Study B, protocol 3's pilots (`analyses.studies.study_b_cover`): coverage, the rule, a toy run."""
+"""Study B, protocol 3's pilots (`analyses.studies.study_b.diagnostics.cover`): coverage, the rule, a toy run."""
 
 from __future__ import annotations
 
@@ -11,8 +11,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analyses.studies.study_b_cover import COVER_VARIANTS, cover_row, cover_table, covered_at, decide_cover
-from analyses.studies.study_b_pilots import PROTOCOL_2, variant_settings
+from analyses.studies.study_b.diagnostics.cover import (
+    COVER_VARIANTS,
+    cover_row,
+    cover_table,
+    covered_at,
+    decide_cover,
+)
+from analyses.studies.study_b.diagnostics.pilots import PROTOCOL_2, variant_settings
 from tests.builders import STUDY_B_TOY as TOY
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -78,8 +84,8 @@ def test_the_cover_pilots_run_at_toy_scale_and_rebuild_from_their_records(tmp_pa
     over x on its grid, and the script prints the same table and a decision from the exported
     records.
     """
-    from analyses.studies.study_b_pilots import export_pilots, run_pilots
-    from analyses.studies.study_b_settings import settings_with
+    from analyses.studies.study_b.diagnostics.pilots import export_pilots, run_pilots
+    from analyses.studies.study_b.settings import settings_with
 
     settings = settings_with(TOY, PROTOCOL_2)
     frame = run_pilots(tmp_path / "run", 20, COVER_VARIANTS, settings, table=cover_table)

@@ -1,4 +1,4 @@
-"""Study B's measurement driver (`analyses.studies.study_b_measure`) and its tables, at toy scale."""
+"""Study B's measurement driver (`analyses.studies.study_b.measure`) and its tables, at toy scale."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 import torch
 
-from analyses.studies import study_b, study_b_measure
-from analyses.studies.study_b_settings import Y_TOP, StudyBSettings, settings_with
+from analyses.studies.study_b import measure as study_b_measure
+from analyses.studies.study_b import protocol as study_b
+from analyses.studies.study_b.settings import Y_TOP, StudyBSettings, settings_with
 from interp.cli import main
 from interp.config import to_dict
 from interp.errors import ConfigError
@@ -111,7 +112,7 @@ def test_the_walk_schedule_is_the_ramp_or_the_classic_one_and_old_settings_are_u
     """Protocols 1 and 2 write the settings they always wrote (so their folders resume); the
     classic schedule starts at ln_f0 and counts the bins flat_over names.
     """
-    from analyses.studies.study_b_settings import PROTOCOL_2
+    from analyses.studies.study_b.settings import PROTOCOL_2
 
     assert not {"ln_f_schedule", "ln_f0", "flat_over"} & set(to_dict(PROTOCOL_2.wlmd))
     ramp = PROTOCOL_2.wlmd.schedule()
@@ -240,7 +241,7 @@ def test_a_halving_target_extends_the_walk_to_its_budget_until_met(measured, tmp
 
 
 def test_the_walk_targets_count_halvings_of_the_classic_schedule():
-    from analyses.studies.study_b_settings import PRESETS
+    from analyses.studies.study_b.settings import PRESETS
 
     wlmd = PRESETS["protocol-3"].wlmd
     assert (wlmd.ln_f0, wlmd.target_halvings, wlmd.target_cosine) == (10.0, 4, 0.9)
@@ -383,7 +384,7 @@ def test_the_walk_figure_names_each_walker_and_places_log_targets_in_log_units()
         "flatness 0 at every record: a bin it counts has not been visited yet"
     ]
     # protocol 3's halvings target is drawn where its ln f lies: ln f0 / 2 ** halvings
-    from analyses.studies.study_b_settings import PRESETS
+    from analyses.studies.study_b.settings import PRESETS
 
     assert study_b_measure._targets(to_dict(PRESETS["protocol-3"])) == (0.9, None, 0.625)
     assert study_b_measure._targets(to_dict(PRESETS["protocol-2"])) == (0.9, 0.8, None)
@@ -528,7 +529,7 @@ def test_a_walk_whose_production_finds_no_sample_is_a_row_that_does_not_test_the
 
 
 def test_the_median_walker_or_every_walker_decides_the_cosine_and_starts_are_own_seeds():
-    from analyses.studies.study_b_settings import PRESETS
+    from analyses.studies.study_b.settings import PRESETS
 
     walkers = PRESETS["protocol-2-walkers"]
     assert walkers.wlmd.walk_cosine([0.99, 0.87, 0.88]) == 0.88

@@ -1,4 +1,4 @@
-"""Study B's pilot projections (`analyses.studies.study_b_pilots`): the arithmetic of the rule."""
+"""Study B's pilot projections (`analyses.studies.study_b.diagnostics.pilots`): the arithmetic of the rule."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from analyses.studies.study_b_pilots import (
+from analyses.studies.study_b.diagnostics.pilots import (
     PROTOCOL_2,
     TARGET_COSINE,
     VARIANTS,
@@ -137,8 +137,8 @@ def test_the_pilots_run_resume_and_rebuild_from_their_records(tmp_path):
     """
     import json
 
-    from analyses.studies.study_b_pilots import export_pilots, pilot_table, run_pilots
-    from analyses.studies.study_b_settings import settings_with
+    from analyses.studies.study_b.diagnostics.pilots import export_pilots, pilot_table, run_pilots
+    from analyses.studies.study_b.settings import settings_with
     from interp.store import list_checkpoints
 
     settings = settings_with(TOY, PROTOCOL_2)
@@ -165,7 +165,7 @@ def test_the_pilots_run_resume_and_rebuild_from_their_records(tmp_path):
 
 
 def test_a_grid_is_protocol_2s_unless_a_start_lies_outside_it():
-    from analyses.studies.study_b import grid_holding
+    from analyses.studies.study_b.protocol import grid_holding
 
     narrow = PROTOCOL_2.wlmd
     base = narrow.grid(-2.0, 9.95)
@@ -185,8 +185,8 @@ def test_the_production_check_samples_each_walker_and_measures_its_cosine(tmp_pa
 
     import torch
 
-    from analyses.studies.study_b_pilots import PRODUCTION_FILE, production_check, run_pilots
-    from analyses.studies.study_b_settings import settings_with
+    from analyses.studies.study_b.diagnostics.pilots import PRODUCTION_FILE, production_check, run_pilots
+    from analyses.studies.study_b.settings import settings_with
     from interp.store import checkpoint_dir, list_checkpoints
     from models import load_model
 

@@ -11,9 +11,10 @@ import pandas as pd
 import pytest
 import torch
 
-from analyses.studies import study_b, study_b_measure
-from analyses.studies.study_b_settings import settings_with
-from analyses.studies.study_b_state import export_state, restore_state
+from analyses.studies.study_b import measure as study_b_measure
+from analyses.studies.study_b import protocol as study_b
+from analyses.studies.study_b.settings import settings_with
+from analyses.studies.study_b.state import export_state, restore_state
 from interp.config import to_dict
 from interp.errors import ConfigError, Note
 from interp.store import checkpoint_dir, list_checkpoints

@@ -1,4 +1,4 @@
-"""Study B's wall diagnostic (`analyses.studies.study_b_wall`) on a toy protocol-2 walk."""
+"""Study B's wall diagnostic (`analyses.studies.study_b.diagnostics.wall`) on a toy protocol-2 walk."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import shutil
 import pytest
 import torch
 
-from analyses.studies.study_b_pilots import PROTOCOL_2, VARIANTS, run_pilots
-from analyses.studies.study_b_settings import settings_with
-from analyses.studies.study_b_wall import continue_walk, wall_force
+from analyses.studies.study_b.diagnostics.pilots import PROTOCOL_2, VARIANTS, run_pilots
+from analyses.studies.study_b.diagnostics.wall import continue_walk, wall_force
+from analyses.studies.study_b.settings import settings_with
 from interp.errors import ConfigError
 from interp.store import checkpoint_dir, list_checkpoints
 from interp.store.checkpoint import load_checkpoint

@@ -12,8 +12,10 @@ import pytest
 import torch
 from scipy import stats
 
-from analyses.studies.grids import GRIDS, expand
-from analyses.studies.study_c import markdown_table, regime, runs_table, t_interval, xi_table
+from analyses.grids import expand
+from analyses.report.stats import t_interval
+from analyses.studies.grids import GRIDS
+from analyses.studies.study_c.tables import markdown_table, regime, runs_table, xi_table
 from interp.metrics import milestones
 from interp.store.run_folder import append_metrics, mark_done
 from interp.sweep.specs import write_sweep

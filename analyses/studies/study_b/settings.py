@@ -2,12 +2,12 @@
 
 `WLMDSettings` holds every setting of a WLMD sampling run from a start model (the walk, its
 grid and window relative to the start's collective variables, the ``ln f`` schedule, the
-production): `analyses.studies.study_b.wlmd_sample` takes it, `interp wlmd` generates its
+production): `analyses.studies.study_b.protocol.wlmd_sample` takes it, `interp wlmd` generates its
 options from it, and `StudyBSettings` nests it. Its defaults are the study's wide grid with
 the time step the measured protocol used (2e-4); `CPU_WLMD` is the CPU-scale protocol's
 narrow grid around the start (docs/study_b.md has the reasoning).
 
-`StudyBSettings` is every setting of `analyses.studies.study_b_measure.measure`: the
+`StudyBSettings` is every setting of `analyses.studies.study_b.measure.measure`: the
 goldilocks AdamW run, the WLMD settings and the noise injection.
 """
 

@@ -1,29 +1,29 @@
-"""Study commands: study A's `study-a evolution|describe|demo`, study B's `inject`, `wlmd` and
-`study-b measure`, study C's `study-c report`.
+"""`interp study-b`: study B's door on the command line (`inject`, `wlmd`, `measure`, `records`).
 
-Their options are generated from the settings dataclasses the library uses
+The options of `inject` and `wlmd` are generated from the settings dataclasses the library uses
 (`interp.training.config.TrainConfig`, `tasks.NoiseInjectionTask`,
-`analyses.studies.study_b_settings.WLMDSettings`), so the command line has the library's
-defaults and help. Like every command they exit 2 with one line on bad input.
+`analyses.studies.study_b.settings.WLMDSettings`), so the command line has the library's
+defaults and help. Like every command they exit 2 with one line on bad input. A study's
+`cli.py` belongs to the composition root (`interp.cli` lists it lazily in
+`analyses.studies.STUDIES`): the one module of a study that may import `interp.cli`'s helpers.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import click
 
-from analyses.studies.study_b_settings import PRESETS, WLMDSettings
-from interp.cli.options import config_options, given, parse_seeds
+from analyses.studies.study_b.settings import PRESETS, WLMDSettings
+from interp.cli.options import config_options, given, json_object, parse_seeds
 from interp.config import from_dict
-from interp.errors import ConfigError, did_you_mean
+from interp.errors import ConfigError
 from interp.training.config import TrainConfig, finetune_config
 from tasks import NoiseInjectionTask
 
 _NOISE_OPTIONS = config_options(NoiseInjectionTask, exclude=("p", "train_frac"))
-# data_seed and weight_norm come from the source run (see analyses.studies.study_b.inject);
+# data_seed and weight_norm come from the source run (see analyses.studies.study_b.protocol.inject);
 # fine-tuning is full batch on a fixed cadence. Unset options take fine-tuning's defaults
 # (FINETUNE_DEFAULTS, then TrainConfig's), which differ from training from scratch.
 _FINETUNE_OPTIONS = config_options(
@@ -34,102 +34,12 @@ _FINETUNE_OPTIONS = config_options(
 _WLMD_OPTIONS = config_options(WLMDSettings)
 
 
-@click.group("study-a")
-def study_a() -> None:
-    """Study A (the positional shortcut): circuit evolution of a run, its dataset and model, the demo."""
+@click.group("study-b")
+def study_b() -> None:
+    """Study B (the grokked illusion): inject noise, sample with WLMD, measure per seed, its tables."""
 
 
-@study_a.command("evolution")
-@click.option("--run", "run_dir", type=click.Path(file_okay=False), required=True, help="A run folder.")
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Output folder, and its cache/ of per-step results [default: RUN/evolution, cache RUN/analyses].",
-)
-@click.option("--no-progress", is_flag=True, help="Hide progress bars.")
-def study_a_evolution(run_dir: str, out: str | None, no_progress: bool) -> None:
-    """Study A's circuit-evolution figure and checkpoint explorer of one run (fingerprints and
-    gradient groups over every checkpoint, cached per step): OUT/circuit_evolution.html and
-    OUT/explorer.html.
-    """
-    from interp.cli.preflight import check_evolve_args
-    from interp.store.handle import writable
-
-    check_evolve_args(run_dir, {})
-    folder = Path(out) if out else Path(run_dir) / "evolution"
-    cache = folder / "cache" if out else None  # with --out, nothing is written into the run
-    if out is None and not writable(folder):
-        raise ConfigError(f"{run_dir} cannot be written (read-only)", "give --out FOLDER")
-    folder.mkdir(parents=True, exist_ok=True)
-    from analyses.studies.plots import write_figure
-    from analyses.studies.study_a import attention_explorer, circuit_evolution_figure
-
-    write_figure(
-        circuit_evolution_figure(run_dir, progress=not no_progress, cache=cache),
-        folder / "circuit_evolution.html",
-    )
-    write_figure(attention_explorer(run_dir, cache=cache), folder / "explorer.html")
-    click.echo(f"wrote {folder / 'circuit_evolution.html'} and {folder / 'explorer.html'}")
-
-
-@study_a.command("describe")
-@click.option("--label", default="sum-mod2", show_default=True, help="True rule: sum-mod2 or sum-mod3.")
-@click.option("--shortcut", default="max", show_default=True, help="Spurious feature: max or first.")
-@click.option(
-    "--r",
-    "r",
-    default=0.9,
-    show_default=True,
-    type=float,
-    help="Spurious ratio of the train split, in [0, 1].",
-)
-@click.option("--preset", default="mpsp-2l2h", show_default=True, help="Model preset.")
-@click.option("--data-seed", default=0, show_default=True, type=int, help="Seed of the data splits.")
-def study_a_describe(label: str, shortcut: str, r: float, preset: str, data_seed: int) -> None:
-    """Build a study-A dataset and model and print a summary of both (sizes, ratios, hooks)."""
-    from models.presets import PRESETS
-    from tasks import MPSPTask
-
-    task = MPSPTask(label=label, shortcut=shortcut, r=r)  # bad values fail here, before torch
-    if preset not in PRESETS:
-        raise ConfigError(f"unknown preset {preset!r}", did_you_mean(preset, PRESETS))
-    from interp.text import summarize_task_and_model
-    from models import build_model, preset_config
-
-    model = build_model(preset_config(preset, task))
-    click.echo(summarize_task_and_model(task, task.splits(data_seed), model, preset=preset))
-
-
-@study_a.command("demo")
-@click.option(
-    "--out", type=click.Path(file_okay=False), default="runs/demo", show_default=True, help="Sweep folder."
-)
-@click.option("--no-progress", is_flag=True, help="Hide progress bars.")
-def study_a_demo(out: str, no_progress: bool) -> None:
-    """The main job on built-in defaults: study A's regime with one seed per cell (1 vs 2 layers,
-    r = 0.5 vs 0.9; the positional shortcut, 32 values), each run's circuit evolution, study A's
-    committed confirmation results beside them, and a two-layer run that found the rule, in one
-    HTML report. About 10 minutes on 2 CPU cores (`make demo`).
-    """
-    import time
-
-    from analyses.studies.demo import committed_sections, phase2_section
-    from interp.cli.sweep import load_grid, make_executor, run_grid, write_sweep_report
-
-    start = time.perf_counter()
-    out_dir = Path(out)
-    grid = load_grid("demo", seeds=None, epochs=None, axes=[])
-    executor = make_executor("local", jobs=None, threads=None, folder=out_dir, partition=None, timeout_min=0)
-    finished, failures = run_grid(grid, out_dir, executor, progress=not no_progress)
-    if failures:
-        raise RuntimeError("demo runs failed:\n" + "\n".join(failures))
-    sections = committed_sections() + phase2_section(out_dir, progress=not no_progress)
-    path = write_sweep_report(out_dir, evolution=True, progress=not no_progress, sections=sections)
-    click.echo(f"{finished} runs in {out_dir}; report: {path}  ({time.perf_counter() - start:.0f} s)")
-
-
-@click.command()
+@study_b.command("inject")
 @click.option(
     "--ckpt",
     type=click.Path(),
@@ -153,7 +63,7 @@ def inject(ckpt: str, out: str, keep_norm: bool, seed: int, no_progress: bool, *
     Fine-tuning options left unset take fine-tuning's defaults: --epochs 20000 (the step cap),
     --lr 0.001, --weight-decay 0, --target-acc 0.998, --eval-every 10, --checkpoint-every 1000.
     """
-    from analyses.studies.study_b import inject as run_injection
+    from analyses.studies.study_b.protocol import inject as run_injection
 
     config = finetune_config(**given(options, _FINETUNE_OPTIONS.names))
     noise = given(options, _NOISE_OPTIONS.names)
@@ -175,7 +85,7 @@ def inject(ckpt: str, out: str, keep_norm: bool, seed: int, no_progress: bool, *
     )
 
 
-@click.command()
+@study_b.command("wlmd")
 @click.option(
     "--ckpt",
     type=click.Path(),
@@ -195,24 +105,19 @@ def wlmd(ckpt: str, out: str, device: str, **options: Any) -> None:
 
     \b
     Examples:
-      interp wlmd --ckpt runs/b-adamw --out runs/b-wlmd --steps 200000 --production-steps 50000
-      interp wlmd --ckpt runs/b-adamw --out runs/b-wlmd --steps 2000 --production-steps 500 --walkers 1 \\
+      interp study-b wlmd --ckpt runs/b-adamw --out runs/b-wlmd --steps 200000 --production-steps 50000
+      interp study-b wlmd --ckpt runs/b-adamw --out runs/b-wlmd --steps 2000 --production-steps 500 --walkers 1 \\
           --x-below 0.75 --x-above 0.25 --y-low 9.5 --bins 4 7 --max-samples 4    # the CPU-scale protocol
-      interp wlmd --ckpt runs/b-adamw --out runs/b-wlmd-gpu --walkers 8 --engine vectorized --device cuda
+      interp study-b wlmd --ckpt runs/b-adamw --out runs/b-wlmd-gpu --walkers 8 --engine vectorized --device cuda
     """
     settings = from_dict(WLMDSettings, given(options, _WLMD_OPTIONS.names), where="the wlmd options")
     from interp.cli.train import check_device
 
     check_device(device)
-    from analyses.studies.study_b import wlmd_sample
+    from analyses.studies.study_b.protocol import wlmd_sample
 
     folder, samples = wlmd_sample(out, ckpt, settings, device=device)
     click.echo(f"{len(samples)} samples in the target window under {folder / 'samples'}")
-
-
-@click.group("study-b")
-def study_b() -> None:
-    """Study B (the grokked illusion): the whole protocol per seed, and its tables."""
 
 
 @study_b.command("measure")
@@ -285,9 +190,9 @@ def study_b_measure(
       interp study-b measure runs/study-b-2 --seeds 0-2 --preset protocol-2 --export results/study-b/protocol-2
       interp study-b measure runs/b-gpu --seeds 3 --preset protocol-2 --device cuda --vectorize --runs-only
     """
-    from analyses.studies.study_b_settings import settings_with
+    from analyses.studies.study_b.settings import settings_with
 
-    overrides = _json_object(settings_json, "--settings")
+    overrides = json_object(settings_json, "--settings")
     if vectorize and isinstance(overrides.get("wlmd", {}), dict):  # a non-object is refused below
         overrides["wlmd"] = {**overrides.get("wlmd", {}), "engine": "vectorized"}
     settings = settings_with(overrides, PRESETS[preset])
@@ -301,7 +206,7 @@ def study_b_measure(
     check_device(device)
     import torch
 
-    from analyses.studies import study_b_measure as measured
+    from analyses.studies.study_b import measure as measured
 
     torch.set_num_threads(threads)
     if not table_only:
@@ -360,61 +265,9 @@ def study_b_records(records: str, figures: str | None) -> None:
             f"{records} holds no finished injection run (no study_b_runs.csv, or one without rows)",
             "give a folder written by interp study-b measure --export from a finished seed",
         )
-    from analyses.studies.study_b_measure import markdown_tables, write_record_figures
+    from analyses.studies.study_b.measure import markdown_tables, write_record_figures
 
     click.echo(markdown_tables(records))
     if figures is not None:
         written = write_record_figures(records, figures)
         click.echo(f"figures: {len(written)} HTML files in {figures}/")
-
-
-@click.group("study-c")
-def study_c() -> None:
-    """Study C (label-noise grokking): tables and figures of the noise and weight-decay sweeps."""
-
-
-@study_c.command("report")
-@click.argument("sweep", type=click.Path(file_okay=False))
-@click.option(
-    "--wd",
-    type=click.Path(file_okay=False, exists=True),
-    default=None,
-    help="Folder of `interp sweep --grid study-c-wd`.",
-)
-@click.option(
-    "--out", type=click.Path(file_okay=False), default=None, help="Output folder [default: SWEEP/study_c]."
-)
-@click.option("--ipr", is_flag=True, help="Also draw the IPR evolution of seed 0 at every xi.")
-@click.option(
-    "--train",
-    "grid",
-    default=None,
-    help="First train this grid into SWEEP, seed by seed (all xi of seed 0 first).",
-)
-@click.option("--epochs", type=int, default=None, help="With --train: epochs per run [default: the grid's].")
-def study_c_report(
-    sweep: str, wd: str | None, out: str | None, ipr: bool, grid: str | None, epochs: int | None
-) -> None:
-    """The xi table against the reference, t_gen vs xi, the weight-decay regimes (SWEEP: `--grid study-c`)."""
-    from analyses.studies.study_c import markdown_table, runs_table, train_seed_major, write_study_c, xi_table
-
-    if grid is not None:
-        click.echo(f"{train_seed_major(grid, sweep, epochs=epochs)} runs failed")
-    folder = write_study_c(sweep, wd, out, ipr=ipr)
-    click.echo(markdown_table(xi_table(runs_table(sweep))))
-    click.echo(f"wrote {folder}")
-
-
-def _json_object(text: str, option: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except ValueError as err:
-        raise ConfigError(
-            f"{option} {text!r} is not JSON ({err})", "give e.g. '{\"epochs\": 2000}'"
-        ) from None
-    if not isinstance(value, dict):
-        raise ConfigError(f"{option} {text!r} is not a JSON object", "give e.g. '{\"epochs\": 2000}'")
-    return value
-
-
-__all__ = ["inject", "study_a", "study_b", "study_c", "wlmd"]

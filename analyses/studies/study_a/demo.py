@@ -13,10 +13,10 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from analyses.studies.report import load_results, rate_rows
-from analyses.studies.report_page import figure_div, rates_html
-from analyses.studies.study_a_stats import axis_rate_figure
-from analyses.studies.survival import time_to_milestone_figure
+from analyses.report.page import figure_div, rates_html
+from analyses.report.records import load_results, rate_rows
+from analyses.report.survival import time_to_milestone_figure
+from analyses.studies.study_a.stats import axis_rate_figure
 from interp.sweep.specs import read_sweep
 
 RESULTS = Path(__file__).resolve().parents[2] / "results" / "study-a"
@@ -90,7 +90,7 @@ def phase2_run(demo_dir: Path, results: Path = RESULTS) -> tuple[Path | None, st
 
 def phase2_section(demo_dir: Path, *, progress: bool = False, results: Path = RESULTS) -> list[str]:
     """The circuit evolution of a two-layer r = 0.9 run that found the rule (`phase2_run`), with its caption."""
-    from analyses.studies.study_a import circuit_evolution_figure
+    from analyses.studies.study_a.evolution import circuit_evolution_figure
 
     run, text = phase2_run(demo_dir, results)
     parts = ["<h2>A two-layer run at r = 0.9 that found the rule</h2>", f"<p>{text}</p>"]

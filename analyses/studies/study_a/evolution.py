@@ -26,7 +26,7 @@ from plotly.subplots import make_subplots
 
 from analyses import get_analysis
 from analyses.evolution import Evolution, evolve
-from analyses.studies.plots import StepAxis, add_step_marker, head_colour, head_label, split_colour
+from analyses.report.plots import StepAxis, add_step_marker, head_colour, head_label, split_colour
 from analyses.subject import load_subject
 from interp.dissect.heads import readout_patterns
 from interp.metrics import Rise, find_rise

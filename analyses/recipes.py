@@ -5,7 +5,7 @@ optimiser settings, is study knowledge and lives here: `PRESET_TASKS` and `PRESE
 (the studies' settings). Options merge in one order, in one place (`recipe` and
 `Recipe.spec`): the task's and `TrainConfig`'s own defaults, then the preset's study settings,
 then the caller's options. `interp train` (`plan_runs`) and the sweep grids
-(`analyses.studies.grids.expand`) both build their runs through it.
+(`analyses.grids.expand`) both build their runs through it.
 
 A spec is plain data; training it (building its task and model, checking memory, calling
 the engine) knows no study and is `analyses.training`'s.

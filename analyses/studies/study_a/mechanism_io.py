@@ -1,5 +1,5 @@
 """The mechanism test's runs and records: which run folders it reads, what it commits, what the
-docs page shows (`analyses.studies.mechanism` computes it).
+docs page shows (`analyses.studies.study_a.mechanism` computes it).
 
 The positional-shortcut side is the map's `mpsp-2l2h` r = 0.9 runs at V*, the max-shortcut side
 the runs of `--grid study-a-mechanism-max`; `find_runs` picks them out of a sweep folder by
@@ -16,8 +16,8 @@ from typing import Any
 
 import pandas as pd
 
-from analyses.studies.mechanism import MechanismResult, summarise_runs, summarise_shortcuts, verdict
-from analyses.studies.mechanism_figure import mechanism_figure
+from analyses.studies.study_a.mechanism import MechanismResult, summarise_runs, summarise_shortcuts, verdict
+from analyses.studies.study_a.mechanism_figure import mechanism_figure
 from interp.errors import ConfigError
 from interp.store import is_done, read_config
 from interp.store.atomic import atomic_write_json, atomic_write_text

@@ -15,7 +15,7 @@ registered analysis (`rank`, `drift`, ...) opens their checkpoints:
    model's starting norm when the source run was norm-constrained.
 4. `forgetting_figure`, `rank_frame` / `rank_figure`, `cosine_frame`: the paper's comparisons.
 
-`analyses.studies.study_b_measure` runs all of it per seed at a configurable (CPU) scale and builds the
+`analyses.studies.study_b.measure` runs all of it per seed at a configurable (CPU) scale and builds the
 result tables.
 """
 
@@ -38,7 +38,7 @@ from analyses.drift import Params as DriftParams
 from analyses.drift import compute as drift
 from analyses.rank import Params as RankParams
 from analyses.rank import compute as rank
-from analyses.studies.study_b_settings import WLMDSettings
+from analyses.studies.study_b.settings import WLMDSettings
 from analyses.subject import load_subject
 from interp.errors import ConfigError
 from interp.splits import split_digests
@@ -88,7 +88,8 @@ def goldilocks(
     return Path(out)
 
 
-def _source(path: str | Path) -> tuple[torch.nn.Module, Any, dict[str, Any]]:
+def load_source(path: str | Path) -> tuple[torch.nn.Module, Any, dict[str, Any]]:
+    """The model, checkpoint and run config of a modular-addition run or checkpoint folder."""
     model, ckpt = load_model(path)
     return model, ckpt, ckpt.config
 
@@ -97,14 +98,14 @@ def source_cvs(source: str | Path, k: float = 6.0) -> tuple[float, float]:
     """Study B's collective variables ``(ln train loss, 10 mean sigmoid(k margin) on test)`` of a
     modular-addition run or checkpoint.
     """
-    model, _, config = _source(source)
-    cvs = _model_cvs(model, config, k)[0]
+    model, _, config = load_source(source)
+    cvs = model_cvs(model, config, k)[0]
     with torch.no_grad():
         x, y = cvs(cvs.flatten()).tolist()
     return x, y
 
 
-def _model_cvs(
+def model_cvs(
     model: torch.nn.Module, config: dict[str, Any], k: float, device: str = "cpu"
 ) -> tuple[ModelCVs, ModAddTask, dict[str, Any]]:
     """The CVs of `model` (moved to `device`) on its run's train and test splits (on `device`);
@@ -146,8 +147,8 @@ def wlmd_sample(
     records each walker's cosine to its own start). The walk runs on `device`
     (`settings.engine` chooses how the walkers move).
     """
-    model, ckpt, config = _source(source)
-    cvs, task, splits = _model_cvs(model, config, settings.k, device)
+    model, ckpt, config = load_source(source)
+    cvs, task, splits = model_cvs(model, config, settings.k, device)
     theta = cvs.flatten()
     radius = config["train"].get("weight_norm") or float(theta.norm())
     x0, y0 = cvs(theta).tolist()
@@ -243,13 +244,13 @@ def _starts(
         raise ConfigError(f"{len(starts)} starts for {settings.walkers} walkers", "give one start per walker")
     rows = []
     for path in starts:
-        model, _, other = _source(path)
+        model, _, other = load_source(path)
         if other["model"] != config["model"] or other["task"] != config["task"]:
             raise ConfigError(
                 f"start {path} is another model or task than the source's",
                 "start every walker on the same task",
             )
-        rows.append(_model_cvs(model, other, settings.k, device)[0].flatten())
+        rows.append(model_cvs(model, other, settings.k, device)[0].flatten())
     return torch.stack(rows)
 
 
@@ -325,7 +326,7 @@ def inject(
 
     Returns `interp.training.finetune.finetune`'s summary (``reached``, ``steps``, ``final``, ...).
     """
-    model, ckpt, src = _source(source)
+    model, ckpt, src = load_source(source)
     if src["task"].get("name") != "modadd":
         raise ConfigError(f"inject needs a modular-addition run, not task {src['task'].get('name')!r}")
     task = NoiseInjectionTask(
@@ -404,7 +405,7 @@ def walk_figure(
     """
     from plotly.subplots import make_subplots
 
-    from analyses.studies.plots import HEAD_PALETTE
+    from analyses.report.plots import HEAD_PALETTE
 
     fig = make_subplots(
         rows=3,

@@ -44,9 +44,9 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from analyses.studies.study_b import WALK_FILE, walk_records
-from analyses.studies.study_b_measure import SETTINGS_FILE, compact_walk, settings_difference
-from analyses.studies.study_b_settings import StudyBSettings, settings_with
+from analyses.studies.study_b.measure import SETTINGS_FILE, compact_walk, settings_difference
+from analyses.studies.study_b.protocol import WALK_FILE, walk_records
+from analyses.studies.study_b.settings import StudyBSettings, settings_with
 from interp.config import to_dict
 from interp.errors import CheckpointError, ConfigError
 from interp.store import checkpoint_dir, list_checkpoints

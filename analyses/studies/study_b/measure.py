@@ -1,6 +1,6 @@
 """Study B measured: the whole protocol per seed at a configurable (CPU) scale, and its tables.
 
-`measure(out, seeds, StudyBSettings(...))` runs, for every seed, `analyses.studies.study_b`'s steps:
+`measure(out, seeds, StudyBSettings(...))` runs, for every seed, `analyses.studies.study_b.protocol`'s steps:
 goldilocks AdamW -> WLMD on a grid confined to the functional region around it -> injection of
 each noise type into both models; every step resumes or is skipped when complete. `table`,
 `summary`, `wlmd_frame` and `rank_table` rebuild the results from the run folders without
@@ -23,7 +23,8 @@ from typing import Any
 
 import pandas as pd
 
-from analyses.studies.study_b import (
+from analyses.report.stats import t_interval
+from analyses.studies.study_b.protocol import (
     cosine_frame,
     forgetting_figure,
     goldilocks,
@@ -36,8 +37,7 @@ from analyses.studies.study_b import (
     walk_records,
     wlmd_sample,
 )
-from analyses.studies.study_b_settings import StudyBSettings, WLMDSettings
-from analyses.studies.study_c import t_interval
+from analyses.studies.study_b.settings import StudyBSettings, WLMDSettings
 from interp.config import absent_value, from_dict, to_dict
 from interp.errors import ConfigError, note
 from interp.store import checkpoint_dir, list_checkpoints
@@ -782,7 +782,7 @@ def write_record_figures(dest: str | Path, folder: str | Path) -> list[Path]:
     """`record_figures(dest)` as offline HTML pages under `folder` (``walks.html``,
     ``seed_<N>/forgetting_<noise>.html``).
     """
-    from analyses.studies.plots import write_figure
+    from analyses.report.plots import write_figure
 
     return [write_figure(fig, Path(folder) / f"{name}.html") for name, fig in record_figures(dest).items()]
 

@@ -23,7 +23,7 @@ the values and on the smaller half (the same cross-validated predictions), which
 
 * A run *decodes* parity at the first checkpoint whose held-out accuracy over all values is at
   least `Params.threshold` (0.9). Its *reference epoch* is its phase-2 onset
-  (`analyses.studies.study_a.phase2`, the library's `interp.metrics.find_rise`) if it has a
+  (`analyses.studies.study_a.evolution.phase2`, the library's `interp.metrics.find_rise`) if it has a
   phase 2, else its last checkpoint (the run never found the rule).
 * Per run: decoded *before phase 2* (first decoding epoch at or before the onset), *after the
   onset*, *without a phase 2* (decoded, no phase 2), or *never*. A run whose initial
@@ -57,7 +57,7 @@ import torch
 from torch import Tensor
 
 from analyses.base import Result, param
-from analyses.studies.study_a import phase2
+from analyses.studies.study_a.evolution import phase2
 from interp.config import to_dict
 from interp.dissect.probes import embedding_predictions, shuffled_embedding_accuracies
 from interp.errors import ConfigError
@@ -270,7 +270,7 @@ class MechanismResult(Result):
         the larger half and the smaller half; each run's phase-2 onset a diamond on its line;
         the permuted-label baseline (95th percentile) grey; the threshold dashed.
         """
-        from analyses.studies.mechanism_figure import mechanism_figure
+        from analyses.studies.study_a.mechanism_figure import mechanism_figure
 
         return mechanism_figure(self.to_frame(), self.params["threshold"])
 

@@ -1,4 +1,4 @@
-"""The mechanism test's figure (`analyses.studies.mechanism`): the embedding probe's held-out
+"""The mechanism test's figure (`analyses.studies.study_a.mechanism`): the embedding probe's held-out
 accuracy over epochs, one line per run, on all values, the larger half and the smaller half.
 """
 
@@ -9,8 +9,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analyses.studies.mechanism import VALUE_SETS
-from analyses.studies.plots import StepAxis
+from analyses.report.plots import StepAxis
+from analyses.studies.study_a.mechanism import VALUE_SETS
 
 # Blues for the positional shortcut, reds for the max shortcut: one shade per seed, so runs of a
 # side read apart while the sides stay obvious.

@@ -21,15 +21,8 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 from scipy.stats import norm
 
-from analyses.studies.plots import StepAxis
-from analyses.studies.report import (
-    DIVERGED,
-    FINISHED,
-    UNFINISHED,
-    RunState,
-    config_label,
-    configurations,
-)
+from analyses.report.plots import StepAxis
+from analyses.report.records import DIVERGED, FINISHED, UNFINISHED, RunState, config_label, configurations
 
 
 @dataclass(frozen=True)

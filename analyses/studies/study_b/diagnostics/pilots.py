@@ -39,7 +39,7 @@ from typing import Any
 
 import pandas as pd
 
-from analyses.studies.study_b_settings import PROTOCOL_2, StudyBSettings, WLMDSettings
+from analyses.studies.study_b.settings import PROTOCOL_2, StudyBSettings, WLMDSettings
 
 TARGET_COSINE = 0.9
 PILOT_SEED = 100
@@ -59,7 +59,7 @@ class Variant:
         dt: Verlet time step.
         gamma: Thermostat friction per step.
         overrides: Further `WLMDSettings` fields as ``(name, value)`` pairs (protocol 3's
-            pilots: the edges, the schedule, the grid; `analyses.studies.study_b_cover`).
+            pilots: the edges, the schedule, the grid; `analyses.studies.study_b.diagnostics.cover`).
     """
 
     name: str
@@ -219,7 +219,7 @@ def run_pilots(
 
 
 def _walk_records(folder: Path) -> list[dict[str, Any]]:
-    from analyses.studies.study_b import walk_records
+    from analyses.studies.study_b.protocol import walk_records
 
     return walk_records(folder)
 
@@ -238,8 +238,8 @@ class _Walk:
 
 def _walk_inputs(out: Path, variant: Variant, steps: int, settings: StudyBSettings) -> _Walk:
     """`variant`'s pilot walk, its AdamW models trained into `out` when missing."""
-    from analyses.studies.study_b import first_checkpoint, grid_holding, source_cvs
-    from analyses.studies.study_b_measure import adamw_run
+    from analyses.studies.study_b.measure import adamw_run
+    from analyses.studies.study_b.protocol import first_checkpoint, grid_holding, source_cvs
 
     def adamw(seed: int, epochs: int = settings.epochs) -> Path:
         name = "adamw" if seed == PILOT_SEED and epochs == settings.epochs else f"model-{seed}-{epochs}"
@@ -264,7 +264,7 @@ def _walk_inputs(out: Path, variant: Variant, steps: int, settings: StudyBSettin
 
 
 def _run_variant(out: Path, folder: Path, variant: Variant, steps: int, settings: StudyBSettings) -> None:
-    from analyses.studies.study_b import wlmd_sample
+    from analyses.studies.study_b.protocol import wlmd_sample
 
     walk = _walk_inputs(out, variant, steps, settings)
     before = len(_walk_records(folder))
@@ -319,7 +319,7 @@ def production_check(
     """
     import torch
 
-    from analyses.studies.study_b import _model_cvs, _source, wlmd_sample
+    from analyses.studies.study_b.protocol import load_source, model_cvs, wlmd_sample
     from interp.errors import ConfigError
     from interp.store import load_checkpoint
 
@@ -356,8 +356,8 @@ def production_check(
 
     # Flattened as the sampler flattens (`ModelCVs.flatten`), in double as `walk_record` measures.
     def flat(path: str | Path) -> torch.Tensor:
-        model, _, config = _source(path)
-        return _model_cvs(model, config, production.k)[0].flatten().double()
+        model, _, config = load_source(path)
+        return model_cvs(model, config, production.k)[0].flatten().double()
 
     starts = [flat(s) for s in walk.starts]
     samples = []
@@ -386,7 +386,7 @@ def export_pilots(out: str | Path, dest: str | Path, variants: Sequence[Variant]
     """
     import shutil
 
-    from analyses.studies.study_b_measure import compact_walk
+    from analyses.studies.study_b.measure import compact_walk
     from interp.store.atomic import atomic_write_json
 
     out, dest = Path(out), Path(dest)

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from analyses.studies.study_b_settings import WLMDSettings
+from analyses.studies.study_b.settings import WLMDSettings
 from interp.config import from_dict
 from interp.store.checkpoint import load_checkpoint
 from interp.wlmd.grid import Schedule
@@ -48,7 +48,7 @@ def _saved_walk(
     CV's sharpness, which a walk's folder does not record: study B's settings hold it), and
     `wall_force` if given (default: the walk's own).
     """
-    from analyses.studies.study_b import _model_cvs
+    from analyses.studies.study_b.protocol import model_cvs
     from interp.config import check_choice
     from models import model_from_checkpoint
 
@@ -61,7 +61,7 @@ def _saved_walk(
         config = dataclasses.replace(config, wall_force=wall_force)
     if schedule == "classic":
         config = dataclasses.replace(config, schedule=Schedule(kind="flat", ln_f0=1.0))
-    cvs = _model_cvs(model, ckpt.config, k)[0]
+    cvs = model_cvs(model, ckpt.config, k)[0]
     sampler = Sampler(cvs, config, state=ckpt.train_state["wlmd"])
     if schedule == "classic":
         sampler.ln_f, sampler.halvings = 1.0, 0

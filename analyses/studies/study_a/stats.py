@@ -15,7 +15,7 @@ Preregistered in `docs/study_a.md` ("Confirmation at CPU scale") before any of i
   (`headline_vocabulary`): the headline's vocabulary V* is the one with the largest difference
   of rule rates, r = 0.9 minus r = 0.5, ties to the larger vocabulary.
 
-Everything reads `RunState`s (`analyses.studies.report.load_results`), so committed records
+Everything reads `RunState`s (`analyses.report.records.load_results`), so committed records
 rebuild every number from a fresh clone. Rates are over finished runs, as in the rate table.
 """
 
@@ -31,7 +31,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from scipy.stats import fisher_exact
 
-from analyses.studies.report import FINISHED, RunState, config_label, configurations, wilson
+from analyses.report.records import FINISHED, RunState, config_label, configurations, wilson
 
 OUTCOMES = (
     "rule kept",

@@ -1,7 +1,7 @@
 """Study B, protocol 3's pilots: can a walk cover the window's range of train loss at all?
 
 Every protocol-2 walk sat at the upper ln-loss wall from its first 5,000 steps and never
-flattened its histogram (`analyses.studies.study_b_wall` measured why: no bias force in the
+flattened its histogram (`analyses.studies.study_b.diagnostics.wall` measured why: no bias force in the
 outer half-bin, and a density of states that rises faster than protocol 2's ramp can build S).
 Before a protocol 3 is fixed, each variant below runs the entropy phase for `COVER_STEPS` steps
 on the pilot seed (100), from its AdamW model, with one walker, protocol 2's time step and
@@ -29,8 +29,8 @@ from typing import Any
 
 import pandas as pd
 
-from analyses.studies.study_b_pilots import Variant, pilot_frame
-from analyses.studies.study_b_settings import WLMDSettings
+from analyses.studies.study_b.diagnostics.pilots import Variant, pilot_frame
+from analyses.studies.study_b.settings import WLMDSettings
 
 COVER_STEPS = 20_000
 """Entropy steps of each protocol-3 pilot (records every 200 steps)."""

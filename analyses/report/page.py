@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from analyses.studies.plots import (
+from analyses.report.plots import (
     PLOTLY_JS,
     StepAxis,
     add_step_marker,
@@ -27,7 +28,7 @@ from analyses.studies.plots import (
     split_colour,
     write_plotly_js,
 )
-from analyses.studies.report import (
+from analyses.report.records import (
     DIVERGED,
     FINISHED,
     NOT_STARTED,
@@ -43,20 +44,12 @@ from analyses.studies.report import (
     rate_table,
     runs_frame,
 )
-from analyses.studies.report_sweeps import sweep_rows
-from analyses.studies.study_a_stats import (
-    axis_rate_figure,
-    axis_rates,
-    contrast_tests,
-    crossed_shares,
-    outcome_table,
-)
-from analyses.studies.survival import time_to_milestone_figure
+from analyses.report.survival import time_to_milestone_figure
+from analyses.report.sweeps import sweep_rows
 from interp.store.atomic import atomic_write_text
 from interp.store.run_folder import read_config, read_metrics
 
 REPORT_FILE, RATES_FILE, RUNS_FILE = "report.html", "rates.csv", "runs.csv"
-OUTCOMES_FILE, TESTS_FILE = "outcomes.csv", "tests.csv"  # study A's (written for its runs only)
 SWEEPS_FILE = "sweeps.csv"  # what was run, with the CPU hours the runs recorded
 # What study A's milestones mean (docs/study_a.md); other milestones are described by their metric.
 MILESTONE_TEXT = {
@@ -70,9 +63,43 @@ MILESTONE_TEXT = {
 Figure = Callable[[Path], go.Figure]
 
 
-def accuracy_figure(run_dir: str | Path, milestones: dict[str, dict[str, Any]] | None = None) -> go.Figure:
+@dataclass(frozen=True)
+class ReportSection:
+    """What a study adds to the report, through the hook the report exposes (the report imports no study).
+
+    Attributes:
+        html: The study's HTML parts from every run of the report, placed after the rates (it may
+            write its own CSV files into the output folder, the second argument); ``[]`` when
+            none of the runs are the study's.
+        markers: Marks on a run's accuracy figure (its figure, step axis, metrics records and run
+            config), e.g. study A's phase 2; it returns without marking another study's run.
+        evolution: The study's figure of a run over its checkpoints, for ``interp report
+            --evolution`` (the run folder, a cache folder for per-step results or None, whether to
+            show progress); None for a run that is not the study's.
+    """
+
+    html: Callable[[list[RunState], Path], list[str]]
+    markers: Callable[[go.Figure, StepAxis, list[dict[str, Any]], dict[str, Any]], None] | None = None
+    evolution: Callable[[Path, Path | None, bool], go.Figure | None] | None = None
+
+
+def study_sections() -> list[ReportSection]:
+    """Every study's section (`analyses.studies.REPORT_SECTIONS`), each imported on first use."""
+    import importlib
+
+    from analyses.studies import REPORT_SECTIONS
+
+    return [importlib.import_module(module).SECTION for module in REPORT_SECTIONS]
+
+
+def accuracy_figure(
+    run_dir: str | Path,
+    milestones: dict[str, dict[str, Any]] | None = None,
+    studies: Sequence[ReportSection] | None = None,
+) -> go.Figure:
     """Accuracy per split against epochs (log axis, step 0 shown) from a run's metrics, with
-    the epochs at which the run reached its `milestones` (a run summary's) marked.
+    the epochs at which the run reached its `milestones` (a run summary's) marked, and the
+    marks the `studies` (default: every study's section) add, such as study A's phase 2.
     """
     run_dir = Path(run_dir)
     records = read_metrics(run_dir)
@@ -94,11 +121,10 @@ def accuracy_figure(run_dir: str | Path, milestones: dict[str, dict[str, Any]] |
     for index, (name, step) in enumerate(reached):
         # Labels stacked downwards: milestones are often reached at the same evaluation.
         add_step_marker(fig, axis, step, name, colour=milestone_colour(name), label_y=1 - 0.09 * index)
-    if read_config(run_dir).get("task", {}).get("name") == "mpsp":
-        # Study A: its phase 2 by the rule every study-A figure uses (imported here: it loads torch).
-        from analyses.studies.study_a import add_phase2_markers
-
-        add_phase2_markers(fig, axis, records, label_y=0.55)
+    config = read_config(run_dir)
+    for section in study_sections() if studies is None else studies:
+        if section.markers is not None:
+            section.markers(fig, axis, records, config)
     fig.update_xaxes(**axis.layout())
     fig.update_yaxes(title_text="accuracy", range=[-0.02, 1.04])
     fig.update_layout(height=340, margin={"t": 40, "b": 50}, legend={"title": {"text": "split"}})
@@ -152,9 +178,10 @@ def write_report(
     *,
     figure: Figure | None = None,
     sections: Sequence[str] = (),
+    studies: Sequence[ReportSection] | None = None,
 ) -> Path:
-    """Write `report.html`, `rates.csv`, `runs.csv` and `sweeps.csv` (and study A's `outcomes.csv`
-    and `tests.csv`) for every sweep below `folder`.
+    """Write `report.html`, `rates.csv`, `runs.csv` and `sweeps.csv` (and what the studies' sections
+    write, such as study A's `outcomes.csv` and `tests.csv`) for every sweep below `folder`.
 
     Args:
         folder: A sweep folder, or a folder with sweeps below it; only read.
@@ -162,12 +189,14 @@ def write_report(
         figure: Each run's figure from its folder (default: accuracy curves; `interp report
             --evolution` draws study A's circuit evolution for runs with checkpoints).
         sections: HTML placed before the runs (`make demo` adds study A's committed results).
+        studies: The studies' sections (default: every study's, `study_sections`).
 
     Returns:
         The path of `report.html`.
     """
     folder = Path(folder)
     out = Path(out) if out is not None else folder
+    studies = study_sections() if studies is None else studies
     sweeps, runs = load_results(folder)
     out.mkdir(parents=True, exist_ok=True)
     rate_table(runs).to_csv(out / RATES_FILE, index=False)
@@ -179,7 +208,7 @@ def write_report(
         f"<h1>Report: {html.escape(folder.name or str(folder))}</h1>",
         _lead(folder, runs, len(sweeps)),
         "<h2>What was run</h2>",
-        _table(swept, ["sweep"] if len(sweeps) > 1 else []),
+        html_table(swept, ["sweep"] if len(sweeps) > 1 else []),
         "<h2>Milestone rates</h2>",
         _milestone_list(runs),
         rates_html(rate_rows(runs), several=len(sweeps) > 1),
@@ -189,74 +218,15 @@ def write_report(
         "at one epoch depends on where training stopped, the curve does not. Runs that stopped "
         "without it are censored at their last evaluation (Kaplan-Meier); the menu picks the milestone.</p>",
         figure_div("time-to-milestone", time_to_milestone_figure(runs), eager=True),
-        *_study_a_html(runs, out),
+        *(part for study in studies for part in study.html(runs, out)),
         *_diverged_html(runs),
         *sections,
         f"<h2>Runs ({len(runs)})</h2>",
         "<p>Open a run to draw its figure.</p>",
-        *(_run_section(index, run, figure) for index, run in enumerate(runs)),
+        *(_run_section(index, run, figure, studies) for index, run in enumerate(runs)),
     ]
     atomic_write_text(out / REPORT_FILE, _page(f"Report: {folder.name}", "\n".join(body)))
     return out / REPORT_FILE
-
-
-def _study_a_html(runs: list[RunState], out: Path) -> list[str]:
-    """Study A's outcomes, its preregistered tests and its vocabulary map (`study_a_stats`), with
-    `outcomes.csv` and `tests.csv`; nothing for other studies' runs.
-    """
-    if not any(r.spec.task.get("name") == "mpsp" for r in runs):
-        return []
-    outcomes = outcome_table(runs)
-    outcomes.to_csv(out / OUTCOMES_FILE, index=False)
-    parts = [
-        "<h2>Outcomes</h2>",
-        "<p>One outcome per finished run, the first that applies: the rule kept to the end or "
-        "transient, the opposing examples memorised without the rule, the inverted shortcut (final "
-        "val &le; 10%, adv &ge; 90%), the shortcut only (val &ge; 90%, adv &le; 10%), other.</p>",
-        _table([{k: str(v) for k, v in row.items()} for row in outcomes.to_dict("records")], ["sweep"]),
-    ]
-    tests = [t.row() for t in contrast_tests(runs)]
-    pd.DataFrame(tests).to_csv(out / TESTS_FILE, index=False)
-    if tests:
-        parts += [
-            "<h2>Preregistered tests</h2>",
-            "<p>The rule rate at r = 0.9 against r = 0.5 (finished runs): greater for two layers (the "
-            "primary test), less for one layer (the secondary); one-sided Fisher exact tests, and "
-            "Newcombe's 95% interval for the difference of the rates.</p>",
-            _table([_test_cells(row) for row in tests], []),
-        ]
-    crossed = crossed_shares(runs)
-    if len(crossed):
-        parts += [
-            "<h2>Data or initialisation?</h2>",
-            "<p>In a crossed design (every training set with every initialisation), the share of the "
-            "variation of reaching the rule that each factor explains (two-way, without interaction; "
-            "the rest needs both together).</p>",
-            _table([{k: _share(v) for k, v in row.items()} for row in crossed.to_dict("records")], ["sweep"]),
-        ]
-    vocab = axis_rates(runs, "vocab")
-    if len(vocab) and vocab.groupby("line")["vocab"].nunique().max() > 1:
-        parts += [
-            "<h2>Rule rate against vocabulary</h2>",
-            figure_div("map", axis_rate_figure(runs), eager=True),
-        ]
-    return parts
-
-
-def _share(value: Any) -> str:
-    if value is None or value != value:  # None, or NaN where pandas filled a missing share
-        return "-"
-    return percent(value) if isinstance(value, float) else str(value)
-
-
-def _test_cells(row: dict[str, Any]) -> dict[str, str]:
-    cells = {k: str(v) for k, v in row.items()}
-    cells["p (one-sided Fisher)"] = f"{row['p (one-sided Fisher)']:.3g}"
-    cells["difference"] = f"{100 * row['difference']:+.0f} points"
-    low, high = row.pop("95% CI low (Newcombe)"), row.pop("95% CI high (Newcombe)")
-    cells.pop("95% CI low (Newcombe)"), cells.pop("95% CI high (Newcombe)")
-    cells["95% interval (Newcombe)"] = f"[{100 * low:+.0f}, {100 * high:+.0f}] points"
-    return cells
 
 
 def _diverged_html(runs: list[RunState]) -> list[str]:
@@ -321,7 +291,8 @@ def rates_html(rows: list[dict[str, str]], *, several: bool) -> str:
     return f"<table class='rates'><tr>{head}</tr>{''.join(body)}</table>"
 
 
-def _table(rows: list[dict[str, str]], drop: list[str]) -> str:
+def html_table(rows: list[dict[str, str]], drop: list[str]) -> str:
+    """`rows` (one dict of cell texts each) as an HTML table, without the columns in `drop`."""
     columns = [c for c in dict.fromkeys(k for row in rows for k in row) if c not in drop]
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = "".join(
@@ -334,14 +305,14 @@ def _cell(column: str, value: str) -> str:
     return f"<code>{html.escape(value)}</code>" if column == "command" else html.escape(value)
 
 
-def _run_section(index: int, run: RunState, figure: Figure | None) -> str:
+def _run_section(index: int, run: RunState, figure: Figure | None, studies: Sequence[ReportSection]) -> str:
     title = f"{config_label(run.config)}, seed {run.spec.tags.get('seed', '?')}"
     if run.sweep != ".":
         title = f"{run.sweep}: {title}"
     summary = f"<b>{html.escape(title)}</b> &mdash; {html.escape(run_line(run))}"
     if run.status == NOT_STARTED:
         return f"<details><summary>{summary}</summary><p>No metrics yet.</p></details>"
-    fig = accuracy_figure(run.spec.out, run.milestones) if figure is None else figure(run.spec.out)
+    fig = accuracy_figure(run.spec.out, run.milestones, studies) if figure is None else figure(run.spec.out)
     fig.update_layout(title=title)
     return (
         f"<details data-figure='fig-{index}'><summary>{summary}</summary>"

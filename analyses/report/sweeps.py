@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analyses.studies.report import DIVERGED, FINISHED, RunState, Sweep
+from analyses.report.records import DIVERGED, FINISHED, RunState, Sweep
 from interp.config import to_dict
 from interp.store.run_folder import read_compute
 

@@ -1,0 +1,108 @@
+"""`interp study-a`: study A's door on the command line (`evolution`, `describe`, `demo`).
+
+A study's `cli.py` belongs to the composition root (`interp.cli` lists it lazily in
+`analyses.studies.STUDIES`): the one module of a study that may import `interp.cli`'s helpers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from interp.errors import ConfigError, did_you_mean
+
+
+@click.group("study-a")
+def study_a() -> None:
+    """Study A (the positional shortcut): circuit evolution of a run, its dataset and model, the demo."""
+
+
+@study_a.command("evolution")
+@click.option("--run", "run_dir", type=click.Path(file_okay=False), required=True, help="A run folder.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Output folder, and its cache/ of per-step results [default: RUN/evolution, cache RUN/analyses].",
+)
+@click.option("--no-progress", is_flag=True, help="Hide progress bars.")
+def study_a_evolution(run_dir: str, out: str | None, no_progress: bool) -> None:
+    """Study A's circuit-evolution figure and checkpoint explorer of one run (fingerprints and
+    gradient groups over every checkpoint, cached per step): OUT/circuit_evolution.html and
+    OUT/explorer.html.
+    """
+    from interp.cli.preflight import check_evolve_args
+    from interp.store.handle import writable
+
+    check_evolve_args(run_dir, {})
+    folder = Path(out) if out else Path(run_dir) / "evolution"
+    cache = folder / "cache" if out else None  # with --out, nothing is written into the run
+    if out is None and not writable(folder):
+        raise ConfigError(f"{run_dir} cannot be written (read-only)", "give --out FOLDER")
+    folder.mkdir(parents=True, exist_ok=True)
+    from analyses.report.plots import write_figure
+    from analyses.studies.study_a.evolution import attention_explorer, circuit_evolution_figure
+
+    write_figure(
+        circuit_evolution_figure(run_dir, progress=not no_progress, cache=cache),
+        folder / "circuit_evolution.html",
+    )
+    write_figure(attention_explorer(run_dir, cache=cache), folder / "explorer.html")
+    click.echo(f"wrote {folder / 'circuit_evolution.html'} and {folder / 'explorer.html'}")
+
+
+@study_a.command("describe")
+@click.option("--label", default="sum-mod2", show_default=True, help="True rule: sum-mod2 or sum-mod3.")
+@click.option("--shortcut", default="max", show_default=True, help="Spurious feature: max or first.")
+@click.option(
+    "--r",
+    "r",
+    default=0.9,
+    show_default=True,
+    type=float,
+    help="Spurious ratio of the train split, in [0, 1].",
+)
+@click.option("--preset", default="mpsp-2l2h", show_default=True, help="Model preset.")
+@click.option("--data-seed", default=0, show_default=True, type=int, help="Seed of the data splits.")
+def study_a_describe(label: str, shortcut: str, r: float, preset: str, data_seed: int) -> None:
+    """Build a study-A dataset and model and print a summary of both (sizes, ratios, hooks)."""
+    from models.presets import PRESETS
+    from tasks import MPSPTask
+
+    task = MPSPTask(label=label, shortcut=shortcut, r=r)  # bad values fail here, before torch
+    if preset not in PRESETS:
+        raise ConfigError(f"unknown preset {preset!r}", did_you_mean(preset, PRESETS))
+    from interp.text import summarize_task_and_model
+    from models import build_model, preset_config
+
+    model = build_model(preset_config(preset, task))
+    click.echo(summarize_task_and_model(task, task.splits(data_seed), model, preset=preset))
+
+
+@study_a.command("demo")
+@click.option(
+    "--out", type=click.Path(file_okay=False), default="runs/demo", show_default=True, help="Sweep folder."
+)
+@click.option("--no-progress", is_flag=True, help="Hide progress bars.")
+def study_a_demo(out: str, no_progress: bool) -> None:
+    """The main job on built-in defaults: study A's regime with one seed per cell (1 vs 2 layers,
+    r = 0.5 vs 0.9; the positional shortcut, 32 values), each run's circuit evolution, study A's
+    committed confirmation results beside them, and a two-layer run that found the rule, in one
+    HTML report. About 10 minutes on 2 CPU cores (`make demo`).
+    """
+    import time
+
+    from analyses.studies.study_a.demo import committed_sections, phase2_section
+    from interp.cli.sweep import load_grid, make_executor, run_grid, write_sweep_report
+
+    start = time.perf_counter()
+    out_dir = Path(out)
+    grid = load_grid("demo", seeds=None, epochs=None, axes=[])
+    executor = make_executor("local", jobs=None, threads=None, folder=out_dir, partition=None, timeout_min=0)
+    finished, failures = run_grid(grid, out_dir, executor, progress=not no_progress)
+    if failures:
+        raise RuntimeError("demo runs failed:\n" + "\n".join(failures))
+    sections = committed_sections() + phase2_section(out_dir, progress=not no_progress)
+    path = write_sweep_report(out_dir, evolution=True, progress=not no_progress, sections=sections)
+    click.echo(f"{finished} runs in {out_dir}; report: {path}  ({time.perf_counter() - start:.0f} s)")
