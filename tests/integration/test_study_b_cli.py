@@ -1,5 +1,6 @@
 """`interp study-b inject` and `interp study-b wlmd` (and their old spellings) on a tiny
-norm-constrained modular-addition run."""
+norm-constrained modular-addition run.
+"""
 
 from __future__ import annotations
 
