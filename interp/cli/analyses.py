@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from analyses import analysis_names
 from analyses.registry import REGISTRY
 from interp.cli.options import config_params
 from interp.cli.preflight import check_evolve_args, opened_run
@@ -141,8 +142,8 @@ def evolve(
         ctx.invoke(study_a_evolution, run_dir=run_dir, out=out, no_progress=no_progress)
         return
     for analysis in analyses:  # the message get_analysis gives, before torch
-        if analysis not in REGISTRY:
-            raise ConfigError(f"unknown analysis {analysis!r}", did_you_mean(analysis, REGISTRY))
+        if analysis not in REGISTRY and analysis not in analysis_names():
+            raise ConfigError(f"unknown analysis {analysis!r}", did_you_mean(analysis, analysis_names()))
         if analyses.count(analysis) > 1:
             raise ConfigError(
                 f"--analysis {analysis} is given twice",

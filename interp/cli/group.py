@@ -1,7 +1,8 @@
 """The `interp` command group: every command is imported only when it runs or shows its help.
 
-`interp --help` lists the built-in commands (from `COMMANDS`' summaries) and the registered
-analyses (from the registry's summaries) without importing any of them, so it starts in a
+`interp --help` lists the built-in commands (from `COMMANDS`' summaries), the registered
+analyses (from the registry's summaries) and plugins' analyses (by name and package, from their
+entry points, `interp.plugins`) without importing any of them, so it starts in a
 fraction of a second with no torch, numpy or TransformerLens import. Running a command imports
 its module (its options are generated from the config dataclasses there); an analysis command
 is built from its `Params` (`interp.cli.analyses.analysis_command`). Commands that moved
@@ -15,6 +16,7 @@ import keyword
 
 import click
 
+from analyses import plugin_analyses
 from analyses.registry import REGISTRY
 
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -67,8 +69,11 @@ class CommandGroup(click.Group):
     """A click group whose commands (built-in and registered analyses) load on first use."""
 
     def list_commands(self, ctx: click.Context | None) -> list[str]:
-        """Built-in commands and registered analyses, sorted (moved spellings are not listed)."""
-        return sorted((set(super().list_commands(ctx)) | set(COMMANDS) | set(REGISTRY)) - set(MOVED))
+        """Built-in commands, registered analyses and plugins' analyses, sorted (moved spellings
+        are not listed; plugins are named from their entry points, not imported).
+        """
+        names = set(super().list_commands(ctx)) | set(COMMANDS) | set(REGISTRY) | set(plugin_analyses())
+        return sorted(names - set(MOVED))
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         """The command `name`, importing its module (or building the analysis) on first use."""
@@ -81,7 +86,7 @@ class CommandGroup(click.Group):
                 self.add_command(
                     getattr(module, attribute + "_" if keyword.iskeyword(attribute) else attribute), name
                 )
-            elif name in REGISTRY:
+            elif name in REGISTRY or name in plugin_analyses():
                 from interp.cli.analyses import analysis_command
 
                 self.add_command(analysis_command(name))
@@ -110,7 +115,7 @@ class CommandGroup(click.Group):
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
         """Check an analysis command's run folder and splits (torch-free) before loading it."""
-        if args and args[0] in REGISTRY and not ctx.resilient_parsing:
+        if args and (args[0] in REGISTRY or args[0] in plugin_analyses()) and not ctx.resilient_parsing:
             from interp.cli.preflight import check_analysis_args
 
             check_analysis_args(args[1:])
@@ -134,4 +139,7 @@ def moved_note(old: str, new: str) -> None:
 
 def summary(name: str) -> str:
     """The one-line summary of command `name`, read without importing it."""
-    return COMMANDS[name][1] if name in COMMANDS else REGISTRY[name][1]
+    if name in COMMANDS or name in REGISTRY:
+        return COMMANDS[name][1] if name in COMMANDS else REGISTRY[name][1]
+    plugin = plugin_analyses()[name]
+    return f"A plugin analysis from {plugin.describe()} (see 'interp {name} --help')."
