@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 import plotly.graph_objects as go
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from analyses.base import Analysis, param
 from analyses.effects import (
@@ -33,6 +33,7 @@ from analyses.effects import (
 from analyses.registry import REGISTRY
 from analyses.subject import Subject
 from interp.dissect.attribution import AttributionSweep, attribution_sweep
+from interp.dissect.hooks import has_mlps
 from interp.dissect.patching import SITES, parse_sites, patch_sweep
 from interp.dissect.rank_stats import pearson
 
@@ -95,8 +96,11 @@ class AttributeResult(SiteEffects):
         return fig
 
 
-def _sites(text: str) -> list[str]:
-    return list(SITES) if text.strip() == "all" else list(parse_sites(text))
+def _sites(text: str, model: nn.Module) -> list[str]:
+    if text.strip() != "all":
+        return list(parse_sites(text))
+    # An attention-only TransformerLens model has no MLP, so no resid_mid or mlp_out to patch.
+    return [s for s in SITES if has_mlps(model) or s not in ("resid_mid", "mlp_out")]
 
 
 def _flat(sweep: Any, sites: list[str], key: str) -> Tensor:
@@ -115,7 +119,7 @@ def _correlations(estimate: AttributionSweep, actual: Any, sites: list[str]) -> 
 
 def compute(subject: Subject, params: Params) -> AttributeResult:
     """Estimate every site of `params.sites` by attribution patching (and compare if asked)."""
-    sites = _sites(params.sites)
+    sites = _sites(params.sites, subject.model)
     pairs = pairs_for(subject, params)
     sweep = attribution_sweep(subject.model, pairs, sites)
     per_example = torch.cat([sweep.effects[s].per_example.flatten(0, -2) for s in sites])

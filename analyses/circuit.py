@@ -33,6 +33,7 @@ from interp.config import check_choice, check_int, check_real, parse_choices, to
 from interp.dissect import circuits
 from interp.dissect.edge_attribution import METHODS, agreement, exact_scores, gradient_scores
 from interp.dissect.edges import edge_graph, with_split_inputs
+from interp.dissect.hooks import has_mlps
 from interp.dissect.patching import PatchPairs
 from interp.errors import ConfigError
 from tasks import MPSPTask, counterfactual
@@ -256,6 +257,12 @@ def compute(subject: Subject, params: Params) -> CircuitResult:
     """Score every edge for each pairing, compare the estimates, and find the circuits."""
     if not isinstance(subject.task, MPSPTask):
         raise ConfigError(f"circuit needs an MPSP task (counterfactual pairs), not {subject.task.name!r}")
+    if not has_mlps(subject.model):
+        raise ConfigError(
+            "circuit needs a model with MLP blocks (its edge graph has an MLP node per layer); this "
+            "TransformerLens model is attention-only (cfg.attn_only=True)",
+            "use patch, path-patch, attribute, dla or ablate on it",
+        )
     flips = list(parse_choices(params.flips, FLIPS, "counterfactual flip"))
     split = subject.split(params.split)
     model = with_split_inputs(subject.model)

@@ -20,6 +20,7 @@ from typing import Any
 from tqdm import tqdm
 
 from analyses.base import RESULT_FILE, Analysis, Result
+from analyses.plugin_runs import refuse_in_process_plugins
 from analyses.subject import subject_series
 from interp.config import to_dict
 from interp.errors import CheckpointError, ConfigError
@@ -89,6 +90,7 @@ def evolve(
     Raises:
         ConfigError: On an unknown analysis or parameter, both `params` and `values`, or a
             `jobs` that is not an integer >= 1.
+        PluginError: With `jobs` > 1, for an analysis or task registered in this process only.
         CheckpointError: If the run has no checkpoints, or `checkpoints` names a step it has
             no checkpoint of.
     """
@@ -99,6 +101,8 @@ def evolve(
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ConfigError(f"jobs={jobs!r} is not a number of worker processes", "give an integer >= 1")
     run = RunHandle.open(run_dir)
+    if jobs > 1:
+        refuse_in_process_plugins(analysis.name, run.config["task"]["name"], "evolve with jobs > 1")
     steps = run.select_steps(checkpoints)  # one listing of the checkpoint folder
     if not steps:
         raise CheckpointError(

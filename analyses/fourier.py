@@ -81,7 +81,7 @@ def grid_tokens(p: int) -> Tensor:
 
 def embedding_power(model: nn.Module, p: int) -> Tensor:
     """Power per frequency 1 .. p // 2 of the operand embeddings (both matrices of a quadratic MLP)."""
-    if model.cfg.kind == "quadratic_mlp":
+    if getattr(model.cfg, "kind", None) == "quadratic_mlp":  # a TransformerLens cfg has no kind
         return frequency_power(model.W_E_left[:p].detach()) + frequency_power(model.W_E_right[:p].detach())
     return frequency_power(model.W_E[:p].detach())
 
@@ -96,7 +96,7 @@ def neuron_activations(model: nn.Module, tokens: Tensor, layer: int) -> Tensor:
     """Hidden activations at the readout, [batch, neurons]: MLP ``hook_post`` of `layer`, or a
     quadratic MLP's ``hook_post``.
     """
-    if model.cfg.kind == "quadratic_mlp":
+    if getattr(model.cfg, "kind", None) == "quadratic_mlp":  # a TransformerLens cfg has no kind
         return cache_activations(model, tokens, ["hook_post"])[1]["hook_post"]
     n_layers = model.cfg.n_layers
     if not -n_layers <= layer < n_layers:

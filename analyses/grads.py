@@ -26,6 +26,7 @@ from analyses.registry import REGISTRY
 from analyses.subject import Subject
 from interp.config import to_dict
 from interp.dissect.group_gradients import gradient_stats, group_gradients
+from interp.dissect.hooks import readout_of
 from interp.errors import ConfigError, did_you_mean
 from interp.metrics import LOSSES
 
@@ -167,7 +168,8 @@ def compute(subject: Subject, params: Params) -> GradsResult:
     loss = _loss(subject, params.loss)
     # The training forward (`fast_readout`, no hooks, equal to the hooked readout to 1e-5 in
     # logits and gradients) where the model has one: several times faster to differentiate.
-    readout = getattr(subject.model, "fast_readout", None)
+    # A TransformerLens model has neither: its forward's last position (`readout_of`).
+    readout = getattr(subject.model, "fast_readout", None) or readout_of(subject.model)
     grads = group_gradients(
         subject.model, split.tokens, split.labels, mask_a, mask_b, loss, params.chunk, readout=readout
     )

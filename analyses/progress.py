@@ -27,6 +27,7 @@ from analyses.fourier import FREQUENCIES_HELP, RATIO_HELP, REFERENCE, choose_key
 from analyses.registry import REGISTRY
 from analyses.subject import Subject
 from interp.config import to_dict
+from interp.dissect.hooks import readout_of
 from interp.dissect.progress_measures import excluded_logits, restricted_logits
 from interp.errors import ConfigError
 from interp.metrics import per_example_loss
@@ -120,7 +121,7 @@ def compute(subject: Subject, params: Params) -> ProgressResult:
     """Full, restricted and excluded loss and accuracy of a modular-addition model on every split."""
     p = modulus(subject)
     keys = choose_keys(subject.model, p, params.frequencies, params.key_ratio)
-    logits = subject.model.readout(grid_tokens(p))
+    logits = readout_of(subject.model)(grid_tokens(p))  # ours, or a TransformerLens model
     variants = {
         "full": logits,
         "restricted": restricted_logits(logits, p, keys),

@@ -133,7 +133,7 @@ def subject_series(
 
 def _data(run: RunHandle) -> tuple[Task, dict[str, Split], dict[str, str]]:
     """The task of `run`'s config, its splits for the run's data seed, and their digests."""
-    task = task_from_dict(run.config["task"], where=str(run.config_path))
+    task = task_from_dict(run.config["task"], where=str(run.config_path), plugins=run.config.get("plugins"))
     splits = task.splits(run.config["train"]["data_seed"])
     return task, splits, split_digests(splits)
 

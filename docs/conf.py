@@ -37,6 +37,9 @@ os.environ["PYTHONWARNINGS"] = ",".join(
     filter(None, [os.environ.get("PYTHONWARNINGS"), "ignore:IProgress not found"])
 )
 os.environ["TQDM_DISABLE"] = "1"
+# The docs and the generated CLI page list the built-in tasks, presets and analyses only: no
+# plugin the building machine happens to have installed (`interp.plugins`).
+os.environ["INTERP_NO_PLUGINS"] = "1"
 
 # Tutorials are executed at build time; INTERP_DOCS_TINY=1 (set by the test suite) shrinks them.
 nb_execution_mode = os.environ.get("INTERP_DOCS_EXECUTE", "cache")

@@ -65,6 +65,16 @@ class HookError(InterpError):
     anchor = "hookerror"
 
 
+class PluginError(ConfigError):
+    """A plugin (a package's ``interp.tasks``, ``interp.presets`` or ``interp.analyses`` entry
+    point, or a name given to `register_task` / `register_analysis`) cannot be used: it fails to
+    import, it is not what its group holds, its name clashes with a built-in, or a run needs a
+    plugin that is not installed (the message names the package to install).
+    """
+
+    anchor = "pluginerror"
+
+
 class TrainingInterrupted(Exception):
     """Training stopped on a signal after saving a checkpoint; run the same command to resume.
 

@@ -25,8 +25,10 @@ _NAMES = {
         )
     },
     **{name: "models.build" for name in ("MODELS", "build_model", "load_model", "model_from_checkpoint")},
-    "PRESETS": "models.presets",
-    "preset_config": "models.presets",
+    **{
+        name: "models.presets"
+        for name in ("PRESETS", "plugin_preset", "preset_config", "preset_names", "register_preset")
+    },
     "QuadraticMLP": "models.quadratic_mlp",
     "Transformer": "models.transformer",
 }

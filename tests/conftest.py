@@ -6,9 +6,15 @@ on a module: library code must scope hooks with `model.hooks(...)` / `run_with_h
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from torch import nn
+
+# Entry-point plugins are off in the suite (so a plugin installed in the venv changes no test);
+# the plugin tests turn them on for themselves. Set at import: subprocesses inherit it.
+os.environ["INTERP_NO_PLUGINS"] = "1"
 
 _REGISTER = (
     "register_forward_hook",

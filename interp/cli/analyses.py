@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from analyses import analysis_names
 from analyses.registry import REGISTRY
 from interp.cli.options import config_params
 from interp.cli.preflight import check_evolve_args, opened_run
@@ -134,8 +135,8 @@ def evolve(
             f"one of: {', '.join(sorted(REGISTRY))}; study A's figure is interp study-a evolution --run RUN",
         )
     for analysis in analyses:  # the message get_analysis gives, before torch
-        if analysis not in REGISTRY:
-            raise ConfigError(f"unknown analysis {analysis!r}", did_you_mean(analysis, REGISTRY))
+        if analysis not in REGISTRY and analysis not in analysis_names():
+            raise ConfigError(f"unknown analysis {analysis!r}", did_you_mean(analysis, analysis_names()))
         if analyses.count(analysis) > 1:
             raise ConfigError(
                 f"--analysis {analysis} is given twice",

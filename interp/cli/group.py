@@ -1,8 +1,9 @@
 """The `interp` command group: every command is imported only when it runs or shows its help.
 
 `interp --help` lists the built-in commands (from `COMMANDS`' summaries), the registered
-analyses (from the registry's summaries) and the studies' command groups (`STUDIES`) without
-importing any of them, so it starts in a
+analyses (from the registry's summaries), plugins' analyses (by name and package, from their
+entry points, `interp.plugins`) and the studies' command groups (`STUDIES`) without importing
+any of them, so it starts in a
 fraction of a second with no torch, numpy or TransformerLens import. Running a command imports
 its module (its options are generated from the config dataclasses there); an analysis command
 is built from its `Params` (`interp.cli.analyses.analysis_command`). Commands that moved
@@ -16,6 +17,7 @@ import keyword
 
 import click
 
+from analyses import plugin_analyses
 from analyses.registry import REGISTRY
 from analyses.studies import STUDIES
 
@@ -55,8 +57,10 @@ class CommandGroup(click.Group):
     """A click group whose commands (built-in and registered analyses) load on first use."""
 
     def list_commands(self, ctx: click.Context | None) -> list[str]:
-        """Built-in commands, registered analyses and studies, sorted (moved spellings are not listed)."""
-        known = set(COMMANDS) | set(REGISTRY) | set(STUDIES)
+        """Built-in commands, registered and plugins' analyses, and studies, sorted (moved spellings
+        are not listed; plugins are named from their entry points, not imported).
+        """
+        known = set(COMMANDS) | set(REGISTRY) | set(plugin_analyses()) | set(STUDIES)
         return sorted((set(super().list_commands(ctx)) | known) - set(MOVED))
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
@@ -70,7 +74,7 @@ class CommandGroup(click.Group):
                 self.add_command(
                     getattr(module, attribute + "_" if keyword.iskeyword(attribute) else attribute), name
                 )
-            elif name in REGISTRY:
+            elif name in REGISTRY or name in plugin_analyses():
                 from interp.cli.analyses import analysis_command
 
                 self.add_command(analysis_command(name))
@@ -99,7 +103,7 @@ class CommandGroup(click.Group):
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
         """Check an analysis command's run folder and splits (torch-free) before loading it."""
-        if args and args[0] in REGISTRY and not ctx.resilient_parsing:
+        if args and (args[0] in REGISTRY or args[0] in plugin_analyses()) and not ctx.resilient_parsing:
             from interp.cli.preflight import check_analysis_args
 
             check_analysis_args(args[1:])
@@ -108,7 +112,8 @@ class CommandGroup(click.Group):
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """List the toolkit's commands, then its analyses, then the studies, importing none of them."""
         listed = self.list_commands(ctx)
-        for title, table in (("Commands", COMMANDS), ("Analyses", REGISTRY), ("Studies", STUDIES)):
+        analyses = {**REGISTRY, **plugin_analyses()}
+        for title, table in (("Commands", COMMANDS), ("Analyses", analyses), ("Studies", STUDIES)):
             with formatter.section(title):
                 formatter.write_dl([(name, summary(name)) for name in listed if name in table])
         with formatter.section("Moved (the old spellings still run, until the next release)"):
@@ -124,4 +129,7 @@ def moved_note(old: str, new: str) -> None:
 
 def summary(name: str) -> str:
     """The one-line summary of command `name`, read without importing it."""
-    return {**COMMANDS, **REGISTRY, **STUDIES}[name][1]
+    if name in COMMANDS or name in REGISTRY or name in STUDIES:
+        return {**COMMANDS, **REGISTRY, **STUDIES}[name][1]
+    plugin = plugin_analyses()[name]
+    return f"A plugin analysis from {plugin.describe()} (see 'interp {name} --help')."

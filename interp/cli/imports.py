@@ -29,9 +29,10 @@ import click
 
 from interp.cli.options import config_options, given
 from interp.errors import CheckpointError, ConfigError
-from tasks import TASKS
+from tasks import task_families
 
-_TASK_OPTIONS = config_options(*TASKS.values(), defaults=False, label=lambda cls: cls.name)
+# Plugins' task families too (`interp.plugins`): their fields are options of this command.
+_TASK_OPTIONS = config_options(*task_families().values(), defaults=False, label=lambda cls: cls.name)
 
 STATE_KEYS = ("state_dict", "model_state_dict", "model", "weights")
 CONFIG_KEYS = ("config", "cfg")
@@ -143,7 +144,7 @@ def read_transformer_lens_checkpoint(path: Path, config_path: Path | None = None
     return state, dict(config)
 
 
-def _check_fits(cfg: Any, task: Any) -> None:
+def check_fits(cfg: Any, task: Any) -> None:
     for name in ("d_vocab", "d_vocab_out"):
         if getattr(cfg, name) != getattr(task, name):
             raise ConfigError(
@@ -186,7 +187,7 @@ def import_checkpoint(
     state, tl_config = read_transformer_lens_checkpoint(source, config_path)
     cfg = from_transformer_lens_config_dict(tl_config)
     task = task_from_dict(task_config, where="--task")
-    _check_fits(cfg, task)
+    check_fits(cfg, task)
     model = from_transformer_lens_state_dict(state, cfg).eval()
     splits = task.splits(data_seed)
     sha = hashlib.sha256(source.read_bytes()).hexdigest()
@@ -211,7 +212,20 @@ def import_checkpoint(
 
 
 @click.command(name="import")
-@click.argument("source", type=click.Path(dir_okay=False))
+@click.argument("source", type=click.Path(dir_okay=False), required=False)
+@click.option(
+    "--series",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Instead of SOURCE: a folder of state dicts saved every N steps (step = last digits of each file "
+    "name, or DIR/series.json), imported as one run (interp.cli.import_series).",
+)
+@click.option(
+    "--manifest",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help='With --series: {"checkpoints": [{"file": ..., "step": ...}]} [default: DIR/series.json if present].',
+)
 @click.option(
     "--task", "task_name", required=True, help="Task family the model was trained on: mpsp, modadd or noise."
 )
@@ -241,7 +255,7 @@ def import_checkpoint(
     "--step", default=0, show_default=True, type=int, help="Training step to file the checkpoint under."
 )
 @click.option("--out", type=click.Path(file_okay=False), required=True, help="Run folder to create.")
-def import_(source, task_name, data_seed, config_path, loss, step, out, **options) -> None:
+def import_(source, series, manifest, task_name, data_seed, config_path, loss, step, out, **options) -> None:
     """Bring a TransformerLens-convention checkpoint (a .pt/.pth holding a state dict and a config dict, or
     .safetensors beside a config.json) into a run folder, for the task you name; files that need pickled
     code are refused.
@@ -250,8 +264,24 @@ def import_(source, task_name, data_seed, config_path, loss, step, out, **option
     Examples:
       interp import grokking.pth --task modadd --p 113 --out runs/grokking
       interp import model.safetensors --task mpsp --r 0.9 --out runs/tl-mpsp
+      interp import --series ckpts/ --config ckpts/config.json --task modadd --p 11 --out runs/mine
     """
     task = {"name": task_name, **given(options, _TASK_OPTIONS.names)}
+    if (source is None) == (series is None):
+        raise ConfigError(
+            "give a checkpoint file SOURCE or --series DIR (one of them)", "see interp import --help"
+        )
+    if manifest is not None and series is None:
+        raise ConfigError("--manifest lists the files of a --series", "give --series DIR too")
+    if series is not None:
+        from interp.cli.import_series import import_series
+
+        done = import_series(
+            series, task, out, data_seed=data_seed, loss=loss, config_path=config_path, manifest=manifest
+        )
+        accuracy = ", ".join(f"{k} {v:.3f}" for k, v in done["final"].items() if k.endswith("/acc"))
+        click.echo(f"imported {len(done['steps'])} checkpoints of {series} into {out} (last: {accuracy})")
+        return
     summary = import_checkpoint(
         Path(source),
         task,

@@ -20,7 +20,7 @@ from interp.store.run_folder import check_same_config, check_unlocked
 from interp.sweep.specs import RunSpec
 from interp.text import format_table
 from interp.training.config import TrainConfig, check_engine
-from tasks import TASKS
+from tasks import task_families
 
 
 def runs_from_options(
@@ -62,8 +62,13 @@ def runs_from_options(
     if seed is not None and seeds is not None:
         raise ConfigError("--seed and --seeds are exclusive", "use --seeds 0-7 for several seeds")
     from analyses.recipes import DEFAULT_PRESET, plan_runs
+    from models.presets import PRESETS
 
     train = {**train_options, "seed": seed or 0}
+    if preset is not None and preset not in PRESETS:  # a plugin's preset brings its own settings
+        from analyses.plugin_runs import plan_plugin_runs
+
+        return plan_plugin_runs(preset, task_options, train, seeds, out, task_name=task_name)
     return plan_runs(preset or DEFAULT_PRESET, task_options, train, seeds, out, task_name=task_name)
 
 
@@ -188,7 +193,8 @@ def format_run_summary(run_dir: Path, summary: dict[str, Any]) -> str:
 # They default to None: only what the user gives is passed on, so each task family keeps its
 # own defaults (and rejects fields it does not have: "unknown key 'xi' for MPSPTask") and a
 # preset's study settings apply where the user is silent.
-_TASK_OPTIONS = config_options(*TASKS.values(), defaults=False, label=lambda cls: cls.name)
+# Plugins' task families too (`interp.plugins`): their fields are options of this command.
+_TASK_OPTIONS = config_options(*task_families().values(), defaults=False, label=lambda cls: cls.name)
 _TRAIN_OPTIONS = config_options(TrainConfig, exclude=("seed",), defaults=False)
 
 

@@ -29,7 +29,7 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 
 from interp.config import parse_choices
-from interp.dissect.hooks import cache_activations
+from interp.dissect.hooks import cache_activations, has_mlps
 from interp.dissect.interventions import DEFAULT_MAX_ROWS, Index, Intervention, run_interventions
 from interp.metrics import per_example_loss
 
@@ -63,7 +63,8 @@ def components(model: nn.Module) -> list[Component]:
             out.append(
                 Component(f"L{layer}H{head}", layer, head, f"blocks.{layer}.attn.hook_z", (slice(None), head))
             )
-        out.append(Component(f"L{layer}MLP", layer, None, f"blocks.{layer}.hook_mlp_out", ()))
+        if has_mlps(model):  # not in an attention-only TransformerLens model
+            out.append(Component(f"L{layer}MLP", layer, None, f"blocks.{layer}.hook_mlp_out", ()))
     return out
 
 

@@ -140,3 +140,19 @@ def cache_activations(
         model, tokens, [(name, _saving(name, store, keep_graph)) for name in names]
     )
     return logits, store
+
+
+def has_mlps(model: nn.Module) -> bool:
+    """Whether each block of `model` has an MLP (a TransformerLens model built with
+    ``attn_only=True`` has none, so no ``hook_mlp_out`` or ``hook_resid_mid`` either).
+    """
+    return not getattr(model.cfg, "attn_only", False)
+
+
+def readout_of(model: nn.Module) -> Callable[[Tensor], Tensor]:
+    """Tokens [batch, pos] -> logits at the readout (last) position [batch, d_vocab_out]:
+    ``model.readout`` where the model has one (ours), else ``model(tokens)[:, -1]`` (a
+    TransformerLens `HookedTransformer`, whose forward on tokens adds no BOS).
+    """
+    readout = getattr(model, "readout", None)
+    return readout if readout is not None else (lambda tokens: model(tokens)[:, -1])

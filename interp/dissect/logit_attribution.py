@@ -30,7 +30,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from interp.dissect.hooks import cache_activations
+from interp.dissect.hooks import cache_activations, has_mlps
 
 DEFAULT_CHUNK = 2048  # examples per forward pass (neuron terms are [chunk, d_mlp] per layer)
 
@@ -79,7 +79,8 @@ def component_names(model: nn.Module, neurons: bool = False) -> tuple[str, ...]:
     names = ["embed"] + (["pos_embed"] if cfg.positional_embedding_type == "standard" else [])
     for layer in range(cfg.n_layers):
         names += [f"L{layer}H{h}" for h in range(cfg.n_heads)]
-        names += [f"L{layer}N{n}" for n in range(cfg.d_mlp)] if neurons else [f"L{layer}MLP"]
+        if has_mlps(model):  # an attention-only TransformerLens model has none
+            names += [f"L{layer}N{n}" for n in range(cfg.d_mlp)] if neurons else [f"L{layer}MLP"]
     return tuple(names + ["bias", "unembed_bias"])
 
 
@@ -87,10 +88,9 @@ def _hooks(model: nn.Module, neurons: bool) -> list[str]:
     cfg = model.cfg
     names = ["hook_embed"] + (["hook_pos_embed"] if cfg.positional_embedding_type == "standard" else [])
     for layer in range(cfg.n_layers):
-        names += [
-            f"blocks.{layer}.attn.hook_z",
-            f"blocks.{layer}.mlp.hook_post" if neurons else f"blocks.{layer}.hook_mlp_out",
-        ]
+        names.append(f"blocks.{layer}.attn.hook_z")
+        if has_mlps(model):
+            names.append(f"blocks.{layer}.mlp.hook_post" if neurons else f"blocks.{layer}.hook_mlp_out")
     return names + (["ln_final.hook_scale"] if cfg.normalization_type == "LN" else [])
 
 
@@ -119,7 +119,9 @@ def _chunk_terms(model: nn.Module, tokens: Tensor, labels: Tensor, neurons: bool
     for layer, block in enumerate(model.blocks):
         heads = torch.einsum("bhe,hed->bhd", at[f"blocks.{layer}.attn.hook_z"], block.attn.W_O)
         terms.append(_project(heads, v, scale))
-        bias = bias + block.attn.b_O + (block.mlp.b_out if neurons else 0)
+        bias = bias + block.attn.b_O + (block.mlp.b_out if neurons and has_mlps(model) else 0)
+        if not has_mlps(model):
+            continue
         if neurons:  # each neuron writes a_n W_out[n]: project W_out once, then scale by a_n
             w_out = block.mlp.W_out
             lin = v @ w_out.T - (w_out.mean(-1)[None] * v.sum(-1, keepdim=True) if ln else 0)

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from interp.dissect.hooks import has_mlps
+
 
 def effective_rank_of_singular_values(s: Tensor) -> float:
     """Roy-Vetterli effective rank from singular values (any shape; flattened).
@@ -68,7 +70,8 @@ def transformer_ranks(model: nn.Module) -> list[RankRow]:
     `W_out`; then the embedding `W_E` and unembedding `W_U` (layer -1).
     """
     rows: list[RankRow] = []
-    W = {name: getattr(model, name).detach() for name in ("W_Q", "W_K", "W_V", "W_O", "W_in", "W_out")}
+    mlps = ("W_in", "W_out") if has_mlps(model) else ()  # none in an attention-only TransformerLens model
+    W = {name: getattr(model, name).detach() for name in ("W_Q", "W_K", "W_V", "W_O", *mlps)}
     QK_S, OV_S = model.QK.S.detach(), model.OV.S.detach()
     n_layers, n_heads = W["W_Q"].shape[:2]
     d_model = W["W_Q"].shape[2]
@@ -89,7 +92,7 @@ def transformer_ranks(model: nn.Module) -> list[RankRow]:
                 rows.append(
                     RankRow(name, layer, head, effective_rank_of_singular_values(S[layer, head]), S.shape[-1])
                 )
-        for name in ("W_in", "W_out"):
+        for name in mlps:
             m = W[name][layer]
             rows.append(RankRow(name, layer, -1, effective_rank(m), min(m.shape)))
     for name in ("W_E", "W_U"):

@@ -56,7 +56,9 @@ DONE_FILE = "DONE"
 COMPUTE_FILE = "compute.json"
 LOCK_FILE = ".lock"
 # Keys that create_run adds; everything else in config.json is the user's config.
-RESERVED_KEYS = ("format_version", "versions", "git_sha", "threads", "machine")
+# "plugins" (the packages a run's task came from, `interp.plugins`) is recorded like the versions:
+# a plugin upgraded between sessions does not stop a run from resuming.
+RESERVED_KEYS = ("format_version", "versions", "git_sha", "threads", "machine", "plugins")
 # Eight units in float32's last place (its epsilon is 2**-23): the same float32 measurement
 # rounded by another CPU's kernels, not a setting anyone would choose.
 FLOAT32_RTOL = 2.0**-20
@@ -196,7 +198,7 @@ def create_run(
         run_dir: The run folder (created with its parents if missing).
         config: JSON-ready run config, e.g. ``{"model": {...}, "task": {...}, "train": {...}}``.
             Reserved keys (`RESERVED_KEYS`: versions, git sha, threads, machine) in it are ignored, so a config
-            read back with `read_config` can be passed again.
+            read back with `read_config` can be passed again; a ``plugins`` record is written, never compared.
         migrate: See `check_same_config`.
 
     Returns:
@@ -218,6 +220,8 @@ def create_run(
     full["git_sha"] = git_sha()
     full["threads"] = thread_count()
     full["machine"] = machine()
+    if config.get("plugins"):
+        full["plugins"] = json.loads(json.dumps(config["plugins"]))
     atomic_write_json(path, full)
     return run_dir
 

@@ -43,6 +43,7 @@ from interp.config import to_dict
 from interp.dissect.measures import check_measures, measure_record
 from interp.errors import ConfigError, TrainingInterrupted
 from interp.metrics import evaluate, full_precision, mean_loss, milestones
+from interp.plugins import provenance
 from interp.signals import StopFlag, stop_on_signals
 from interp.splits import Split, Task, split_digests
 from interp.store.checkpoint import load_state_into
@@ -63,10 +64,14 @@ def run_config(model: nn.Module, task: Task, config: Any, **extra: Any) -> dict[
         **extra: More top-level sections (e.g. ``injection={...}``, ``source="..."``).
     """
     train = to_dict(config) if dataclasses.is_dataclass(config) else dict(config)
+    task_dict = task.to_dict()
+    # A plugin's task: its package and version, so opening the run without it says what to install.
+    plugin = provenance("interp.tasks", task_dict["name"])
     return {
         "model": {"kind": model.cfg.kind, **to_dict(model.cfg)},
-        "task": task.to_dict(),
+        "task": task_dict,
         "train": train,
+        **({"plugins": {"interp.tasks": {task_dict["name"]: plugin}}} if plugin else {}),
         **extra,
     }
 
