@@ -145,6 +145,7 @@ def read_transformer_lens_checkpoint(path: Path, config_path: Path | None = None
 
 
 def check_fits(cfg: Any, task: Any) -> None:
+    """Refuse a model config whose vocabularies or context do not fit `task`'s inputs and labels."""
     for name in ("d_vocab", "d_vocab_out"):
         if getattr(cfg, name) != getattr(task, name):
             raise ConfigError(
