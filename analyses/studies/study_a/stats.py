@@ -47,6 +47,13 @@ OUTCOMES = (
 # two layers should gain from imbalance (the primary test), one layer lose (the secondary).
 PREREGISTERED = {"mpsp-2l2h": ("greater", "primary"), "mpsp-1l1h": ("less", "secondary")}
 HIGH_R, LOW_R = 0.9, 0.5
+PREREGISTERED_SWEEPS = {
+    "headline": "headline",
+    "wd-headline": "weight-decay headline",
+    "replication": "replication",
+}
+"""The results folders (under `results/study-a/`) whose contrasts are preregistered tests, and
+each one's name; the same contrast in any other folder (the map, ...) is exploratory."""
 
 
 def outcome(run: RunState) -> str:
@@ -94,7 +101,12 @@ def newcombe(k1: int, n1: int, k2: int, n2: int, confidence: float = 0.95) -> tu
 
 @dataclass(frozen=True)
 class Contrast:
-    """One preregistered test: a milestone's rate at r = 0.9 against r = 0.5 for one model."""
+    """A milestone's rate at r = 0.9 against r = 0.5 for one model, in the preregistered direction.
+
+    It is a preregistered test only in a preregistered sweep (`PREREGISTERED_SWEEPS`) and on the
+    study's 100% rule; the 99% variant there is its robustness reading, and the same contrast
+    elsewhere (the vocabulary map, ...) is exploratory (`reading`).
+    """
 
     sweep: str
     configuration: str
@@ -108,13 +120,22 @@ class Contrast:
     ci_low: float
     ci_high: float
 
+    @property
+    def reading(self) -> str:
+        """'preregistered test', '99% variant (robustness)' or 'exploratory contrast'."""
+        if self.sweep not in PREREGISTERED_SWEEPS:
+            return "exploratory contrast"
+        return "preregistered test" if self.milestone == "rule" else "99% variant (robustness)"
+
     def row(self) -> dict[str, Any]:
         """A flat row for tables and CSV files."""
         (k1, n1), (k2, n2) = self.high, self.low
         return {
             "sweep": self.sweep,
             "configuration": self.configuration,
-            "test": self.role,
+            "reading": self.reading,
+            # An exploratory contrast is no test: its direction is the alternative's column.
+            "test": "-" if self.reading == "exploratory contrast" else self.role,
             "milestone": self.milestone,
             f"r = {HIGH_R}": f"{k1}/{n1}",
             f"r = {LOW_R}": f"{k2}/{n2}",
@@ -127,7 +148,8 @@ class Contrast:
 
 
 def contrast_tests(runs: list[RunState], milestone: str = "rule") -> list[Contrast]:
-    """The preregistered tests wherever a results folder has a model's r = 0.9 and r = 0.5 cells.
+    """The contrast in its preregistered direction wherever a results folder has a model's
+    r = 0.9 and r = 0.5 cells (a preregistered test or an exploratory contrast: `Contrast.reading`).
 
     Cells pair up when they share the sweep and every coordinate but ``r`` (and the seed); only
     presets with a preregistered direction (`PREREGISTERED`) are tested, over finished runs.
@@ -165,6 +187,14 @@ def contrast_tests(runs: list[RunState], milestone: str = "rule") -> list[Contra
             )
         )
     return tests
+
+
+def report_tests(runs: list[RunState]) -> list[Contrast]:
+    """Every contrast the report lists: each sweep's on the rule, then the preregistered sweeps'
+    99% variants (their robustness reading), in that order.
+    """
+    robust = [t for t in contrast_tests(runs, "rule-99") if t.sweep in PREREGISTERED_SWEEPS]
+    return contrast_tests(runs) + robust
 
 
 def _reached(group: list[RunState], milestone: str) -> int:

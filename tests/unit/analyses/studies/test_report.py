@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -151,10 +152,14 @@ def test_the_markdown_table_is_the_reports_table(results, tmp_path):
     grid_2l = next(line for line in lines if line.startswith("| grid | mpsp-2l2h, r = 0.9 |"))
     assert "| 75% [30%, 95%], 4 runs | 2 kept, 1 transient; median epoch 400 |" in grid_2l
     assert "| 4 (1 unfinished) |" in next(line for line in lines if "mpsp-1l1h" in line)
-    # How a docs test uses it: a page quotes the table verbatim, and the test rebuilds it.
-    page = tmp_path / "study.md"
-    page.write_text("# Rates\n\nRebuilt by `interp report results`:\n\n" + markdown + "\nMore text.\n")
-    assert rate_markdown(results) in page.read_text()
+    # How a docs test uses it: a page quotes the table verbatim, and the test rebuilds it from the
+    # records; once a record changes (here a finished run loses its DONE), the quote is stale.
+    page = "# Rates\n\nRebuilt by `interp report results`:\n\n" + markdown + "\nMore text.\n"
+    assert rate_markdown(results) in page
+    changed = tmp_path / "changed"
+    shutil.copytree(results, changed)
+    next(changed.rglob("DONE")).unlink()
+    assert rate_markdown(changed) != markdown and rate_markdown(changed) not in page
     report = write_report(results, tmp_path / "out").read_text()
     for cell in re.findall(r"\| (\d+% \[\d+%, \d+%\], \d+ runs?) \|", markdown):
         assert cell in report
@@ -253,11 +258,14 @@ def test_study_a_report_writes_outcomes_tests_and_the_vocabulary_map(tmp_path):
     row = outcomes[outcomes.configuration == "mpsp-2l2h, vocab = 16, r = 0.9"].iloc[0]
     assert (row["rule kept"], row["memorised without the rule"], row["finished"]) == (2, 1, 3)
     tests = pd.read_csv(out / "tests.csv")
-    primary = tests[(tests.test == "primary") & (tests.configuration == "mpsp-2l2h, vocab = 16")].iloc[0]
-    assert (primary["r = 0.9"], primary["r = 0.5"]) == ("2/3", "0/3")
-    secondary = tests[(tests.test == "secondary") & (tests.configuration == "mpsp-1l1h, vocab = 12")].iloc[0]
-    assert (secondary["r = 0.9"], secondary["r = 0.5"]) == ("0/3", "1/3")
-    for heading in ("Time to milestone", "Outcomes", "Preregistered tests", "Rule rate against vocabulary"):
+    # The map preregistered no test: its contrasts are exploratory, in the tests' directions.
+    assert set(tests.reading) == {"exploratory contrast"} and set(tests.test) == {"-"}
+    two = tests[tests.configuration == "mpsp-2l2h, vocab = 16"].iloc[0]
+    assert (two["r = 0.9"], two["r = 0.5"], two.alternative) == ("2/3", "0/3", "rate at r = 0.9 > r = 0.5")
+    one = tests[tests.configuration == "mpsp-1l1h, vocab = 12"].iloc[0]
+    assert (one["r = 0.9"], one["r = 0.5"], one.alternative) == ("0/3", "1/3", "rate at r = 0.9 < r = 0.5")
+    assert "<h2>Preregistered tests</h2>" not in page
+    for heading in ("Time to milestone", "Outcomes", "Exploratory contrasts", "Rule rate against vocabulary"):
         assert f"<h2>{heading}</h2>" in page
 
 

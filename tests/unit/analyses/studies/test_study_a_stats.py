@@ -7,6 +7,7 @@ Kaplan-Meier estimate worked out by hand.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from analyses.studies.study_a.stats import (
     newcombe,
     outcome,
     outcome_table,
+    report_tests,
 )
 from interp.sweep.specs import RunSpec
 
@@ -39,6 +41,7 @@ def state(
     adv: float = 0.1,
     epoch: int = 1500,
     status: str = FINISHED,
+    sweep: str = "grid",
     **coords: float,
 ) -> RunState:
     """A run state with the given milestones and final accuracies (nothing on disk)."""
@@ -51,10 +54,11 @@ def state(
     )
     milestones = {
         "rule": {"step": rule, "kept": kept if rule is not None else False},
+        "rule-99": {"step": rule, "kept": kept if rule is not None else False},
         "memorized": {"step": memorized, "kept": memorized is not None},
     }
     final = {"step": epoch, "val/acc": val, "adv/acc": adv}
-    return RunState("grid", spec, status, epoch, final, {}, milestones)
+    return RunState(sweep, spec, status, epoch, final, {}, milestones)
 
 
 def test_outcomes_are_exclusive_and_in_the_preregistered_order():
@@ -92,7 +96,25 @@ def test_contrast_tests_use_the_preregistered_directions_and_fisher_exact():
     assert (secondary.high, secondary.low, secondary.alternative) == ((0, 10), (3, 10), "less")
     assert secondary.p_value == pytest.approx(hypergeom.cdf(0, 20, 3, 10))
     assert (primary.ci_low, primary.ci_high) == pytest.approx(newcombe(7, 10, 0, 10))
-    assert primary.row()["test"] == "primary"
+    # A preregistered sweep's contrasts are tests; its 99% variant is their robustness reading;
+    # the same contrast in any other folder is exploratory and names no test.
+    assert primary.row()["test"] == "-" and primary.row()["reading"] == "exploratory contrast"
+    headline = contrast_tests([replace(run, sweep="headline") for run in runs])
+    assert {t.row()["test"] for t in headline} == {"primary", "secondary"}
+
+
+def test_the_report_labels_preregistered_tests_their_99_percent_variants_and_exploratory_contrasts():
+    runs = []
+    for sweep in ("wd-headline", "map"):
+        runs += [state("mpsp-2l2h", 0.9, seed=s, rule=300, sweep=sweep) for s in range(3)]
+        runs += [state("mpsp-2l2h", 0.5, seed=s, sweep=sweep) for s in range(3)]
+    rows = [t.row() for t in report_tests(runs)]
+    readings = [(r["sweep"], r["milestone"], r["reading"], r["test"]) for r in rows]
+    assert readings == [
+        ("wd-headline", "rule", "preregistered test", "primary"),
+        ("map", "rule", "exploratory contrast", "-"),
+        ("wd-headline", "rule-99", "99% variant (robustness)", "primary"),
+    ]
 
 
 def test_unfinished_runs_are_not_counted_in_a_test():
