@@ -13,6 +13,8 @@ batch), so what is measured is what `interp train` runs:
 Each is the median of `--repeats` epochs after one warm-up, times 1,000; ratios are against
 (a) in the same run. On a GPU (c) is the point: N small models become one large one. On a CPU
 separate processes (`interp train --seeds`) usually beat (c), and this script says by how much.
+`--bf16` is refused where the CPU has no native bf16 (`interp.training.precision`: about 20x
+slower than fp32 there; `INTERP_BF16=1` times it anyway).
 """
 
 from __future__ import annotations
@@ -33,9 +35,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import contextlib  # noqa: E402
 
+from interp.errors import ConfigError  # noqa: E402
 from interp.splits import split_digests  # noqa: E402
 from interp.store import open_run  # noqa: E402
 from interp.training import TrainConfig, TrainLoop, run_config  # noqa: E402
+from interp.training.precision import check_bf16  # noqa: E402
 from interp.training.vectorized import StackedSeeds  # noqa: E402
 from models import build_model, preset_config  # noqa: E402
 from tasks import MPSPTask  # noqa: E402
@@ -65,6 +69,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--bf16", action="store_true", help="bfloat16 autocast for (b) and (c)")
     args = parser.parse_args()
+    try:  # emulated bf16 would time something no one should run (interp.training.precision)
+        check_bf16(args.bf16, args.device, where="--bf16", instead="drop --bf16 to time fp32")
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")  # TransformerLens 3.x's deprecation warning for HookedTransformer
     from transformer_lens import HookedTransformer

@@ -19,7 +19,9 @@ epochs in study C), so "ms per step" includes evaluation as a study run pays it.
 A step's matrix work is three 4,704 x 500 x 97 products (forward, and the two of backward):
 1.37 GFLOP. Rates are against the matmul peak measured here (best of 8 2048^3 matmuls on the
 same threads). Timings are medians of `--steps` rounds in which the variants alternate step by
-step, so background load hits them alike.
+step, so background load hits them alike. Where the CPU has no native bf16
+(`interp.training.precision`) the bf16 peak and rows are skipped with a note (`INTERP_BF16=1`
+times them anyway).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from torch import Tensor, nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analyses.recipes import PRESET_TRAINING  # noqa: E402
-from benchmarks.train_step import matmul_peak  # noqa: E402
+from benchmarks.train_step import bf16_timed, matmul_peak  # noqa: E402
 from interp.splits import split_digests  # noqa: E402
 from interp.store.session import open_run  # noqa: E402
 from interp.training import TrainConfig  # noqa: E402
@@ -106,8 +108,8 @@ def make_step(
     return step
 
 
-def step_variants(task: ModAddTask) -> tuple[dict[str, Callable[[], None]], float]:
-    """The part-1 steps, and the max |logit difference| of (b) against (a) at init."""
+def step_variants(task: ModAddTask, bf16: bool) -> tuple[dict[str, Callable[[], None]], float]:
+    """The part-1 steps (bf16's only if `bf16`), and the max |logit difference| of (b) against (a) at init."""
     train = task.splits(0)["train"]
     tokens, target = train.tokens, F.one_hot(train.labels, task.p).float()
 
@@ -120,7 +122,7 @@ def step_variants(task: ModAddTask) -> tuple[dict[str, Callable[[], None]], floa
     with torch.no_grad():
         diff = (a.fast_readout(tokens) - onehot(x)).abs().max().item()
     autograd = lambda: (ref.W_E_left[tokens[:, 0]] + ref.W_E_right[tokens[:, 1]]).square() @ ref.W_U  # noqa: E731
-    return {
+    steps = {
         "(a) ours: fast_readout fp32": make_step(a, lambda: a.fast_readout(tokens), target),
         "(a') ours: fast_readout bf16": make_step(a16, lambda: a16.fast_readout(tokens), target, bf16=True),
         "(r) same function through autograd": make_step(ref, autograd, target),
@@ -128,14 +130,15 @@ def step_variants(task: ModAddTask) -> tuple[dict[str, Callable[[], None]], floa
         "(c) one-hot matmul, built every step": make_step(
             onehot_c, lambda: onehot_c(onehot_c.one_hot(tokens)), target
         ),
-    }, diff
+    }
+    return {name: step for name, step in steps.items() if bf16 or "bf16" not in name}, diff
 
 
-def engine_steps(task: ModAddTask, rounds: int) -> dict[str, tuple[float, float, int]]:
+def engine_steps(task: ModAddTask, rounds: int, dtypes: list[str]) -> dict[str, tuple[float, float, int]]:
     """Per dtype: median seconds of `TrainLoop.epoch`, of `TrainLoop.evaluate`, and eval_every."""
     out = {}
     splits = task.splits(0)
-    for dtype in ("fp32", "bf16"):
+    for dtype in dtypes:
         config = TrainConfig(**{**PRESET_TRAINING["quadratic-mlp"], "bf16": dtype == "bf16"})
         model = build_model(preset_config("quadratic-mlp", task), seed=0)
         with (
@@ -164,16 +167,18 @@ def main() -> None:
     task = ModAddTask.study_c(xi=args.xi)
     n, width = task.n_train, preset_config("quadratic-mlp", task).d_hidden
     flops = 3 * 2 * n * width * task.p
-    peaks = {"fp32": matmul_peak(torch.float32), "bf16": matmul_peak(torch.bfloat16)}
     print(
         f"quadratic MLP p={task.p}, N={width}, batch {n} (full batch), threads {args.threads}; "
         f"{flops / 1e9:.2f} GFLOP of matmuls per step"
     )
+    peaks = {"fp32": matmul_peak(torch.float32)}
+    if bf16_timed():
+        peaks["bf16"] = matmul_peak(torch.bfloat16)
     print(
-        f"matmul peak (2048^3): fp32 {peaks['fp32'] / 1e9:.0f} GFLOP/s, "
-        f"bf16 {peaks['bf16'] / 1e9:.0f} GFLOP/s"
+        "matmul peak (2048^3): "
+        + ", ".join(f"{dtype} {peak / 1e9:.0f} GFLOP/s" for dtype, peak in peaks.items())
     )
-    variants, diff = step_variants(task)
+    variants, diff = step_variants(task, "bf16" in peaks)
     print(f"max |logits(a) - logits(b)| at init: {diff:.2e}")
     times = timed_steps(variants, args.steps)
     base = times["(a) ours: fast_readout fp32"]
@@ -186,7 +191,7 @@ def main() -> None:
             f"({100 * rate / peaks[dtype]:.0f}% of {dtype} peak)"
         )
     print("\nthe engine (TrainLoop), per step with evaluation every eval_every epochs:")
-    for dtype, (epoch, evaluate, every) in engine_steps(task, args.steps).items():
+    for dtype, (epoch, evaluate, every) in engine_steps(task, args.steps, list(peaks)).items():
         per_step = epoch + evaluate / every
         print(
             f"  {dtype}: epoch {1e3 * epoch:6.2f} ms + evaluate {1e3 * evaluate:6.2f} ms / {every} = "

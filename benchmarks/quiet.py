@@ -13,8 +13,9 @@ Run: `.venv/bin/python benchmarks/quiet.py [--pause PID ...] [--max-load 0.3] [-
    fp32 matmul peak (best of 8 `2048^3` products) and, for `mpsp-2l2h` at each vocabulary
    (study A's shapes: 16,384 examples of 5 integers), a full-batch AdamW step of TransformerLens's
    `HookedTransformer` (median of 3 after 1 warm-up) and of `fast_readout` in fp32, under
-   bf16 autocast, and in fp32 without its CSR path (`models.csr.ENABLED = False`: the step as
-   it was before issue 24) (median of 5 after 2 warm-ups).
+   bf16 autocast (only where the CPU computes bf16 natively, `interp.training.precision`: a
+   note says when it is skipped), and in fp32 without its CSR path (`models.csr.ENABLED =
+   False`: the step as it was before issue 24) (median of 5 after 2 warm-ups).
 4. Prints per (vocabulary, threads, variant) the median over the rounds and the spread
    (min-max) of the step time, the peak beside it, the ratio against HookedTransformer (same
    round) and against the limit: `benchmarks.train_step.minimal_flops` / the fp32 peak of the
@@ -128,6 +129,7 @@ def child(threads: int, vocabs: list[int]) -> None:
     sys.path.insert(0, str(ROOT))
     from benchmarks.train_step import matmul_peak, minimal_flops, time_steps
     from interp.training.memory import keep_freed_memory
+    from interp.training.precision import cpu_bf16
     from models import csr
     from models.convert import to_transformer_lens_config
     from models.fast_forward import fast_readout
@@ -141,6 +143,8 @@ def child(threads: int, vocabs: list[int]) -> None:
 
     keep_freed_memory()
     record = {"threads": threads, "peak": matmul_peak(torch.float32), "steps": {}, "flops": {}}
+    if not cpu_bf16().native:  # emulated bf16 is about 20x slower than fp32: not a row worth timing
+        record["bf16_skipped"] = cpu_bf16().describe()
     for vocab in vocabs:
         task = MPSPTask(vocab=vocab)
         cfg = preset_config(PRESET, task)
@@ -155,6 +159,8 @@ def child(threads: int, vocabs: list[int]) -> None:
             "fast fp32, dense (before issue 24)": (fast, ours, False, False, 2, 5),
         }
         for label, (readout, model, bf16, sparse, warmup, repeats) in variants.items():
+            if bf16 and "bf16_skipped" in record:
+                continue
             csr.ENABLED = sparse
             record["steps"][f"{vocab} {label}"] = time_steps(
                 readout,
@@ -250,6 +256,8 @@ def main() -> None:
         if not quiet and not args.force:
             sys.exit(f"load {load:.2f} >= {args.max_load} after {args.wait:.0f} s; --force to measure anyway")
         records = run_rounds(args)  # (the load after a round includes the round's own threads)
+    if "bf16_skipped" in records[0]:
+        print(f"bf16 rows skipped: {records[0]['bf16_skipped']} (INTERP_BF16=1 times them anyway)")
     table(records, quiet)
     print(f"\ntotal {time.monotonic() - start:.0f} s")
 

@@ -28,8 +28,11 @@ Rates, two kinds:
   of the dtype it runs in: how close the step is to this machine's limit.
 
 The peaks are measured here (best of 8 `2048^3` matmuls in fp32 and in bf16 on the same
-threads), and the CPU's bf16 path is detected (AMX, AVX512-BF16 or none) from the flags in
-/proc/cpuinfo and from the kernel oneDNN picks for a bf16 matmul (`ONEDNN_VERBOSE`).
+threads). Whether the CPU computes bf16 natively (AMX, AVX512-BF16 or none) is
+`interp.training.precision.cpu_bf16`'s answer, printed with the kernel oneDNN picks for a bf16
+matmul (`ONEDNN_VERBOSE`). Where bf16 is not native the bf16 peak and rows are skipped with a
+note: emulated bf16 runs about 20x slower than fp32 (an AVX2 CPU, issue 51), and timing it took
+most of the 14+ minutes `--quick` ran there. `INTERP_BF16=1` times them anyway.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from torch.utils.flop_counter import FlopCounterMode
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from interp.training.memory import keep_freed_memory  # noqa: E402
+from interp.training.precision import cpu_bf16  # noqa: E402
 from models.config import TransformerConfig  # noqa: E402
 from models.fast_forward import compiled_fast_readout, fast_readout  # noqa: E402
 from models.presets import preset_config  # noqa: E402
@@ -140,13 +144,7 @@ def matmul_peak(dtype: torch.dtype, n: int = 2048, repeats: int = 8) -> float:
 
 
 def bf16_path() -> str:
-    """Which bf16 matmul path this CPU has: 'AMX', 'AVX512-BF16' or 'none', with the evidence."""
-    try:
-        cpuinfo = Path("/proc/cpuinfo").read_text()
-        flags = set(re.search(r"^flags\s*:(.*)$", cpuinfo, re.MULTILINE).group(1).split())
-    except (OSError, AttributeError):
-        flags = set()
-    path = "AMX" if "amx_bf16" in flags else "AVX512-BF16" if "avx512_bf16" in flags else "none"
+    """Whether this CPU computes bf16 natively (`cpu_bf16`), with the kernel oneDNN runs."""
     probe = "import torch; a = torch.randn(512, 512).bfloat16(); a @ a"
     try:  # oneDNN prints the kernel it runs, e.g. brg_matmul:avx512_core_amx / avx512_core_bf16
         out = subprocess.run(
@@ -160,11 +158,18 @@ def bf16_path() -> str:
         kernels = sorted(set(re.findall(r",matmul,([^,]+),", out)))
     except (OSError, subprocess.SubprocessError):
         kernels = []
-    return (
-        f"{path} (cpuinfo flags: {'amx_bf16' if 'amx_bf16' in flags else '-'} "
-        f"{'avx512_bf16' if 'avx512_bf16' in flags else '-'}; "
-        f"oneDNN bf16 matmul: {', '.join(kernels) or 'n/a'})"
-    )
+    return f"{cpu_bf16().describe()}; oneDNN bf16 matmul: {', '.join(kernels) or 'none'}"
+
+
+def bf16_timed() -> bool:
+    """Whether to time bf16 (where it is native, or `INTERP_BF16=1`); prints a note if not."""
+    support = cpu_bf16()
+    if not support.native:
+        print(
+            f"bf16 rows skipped: {support.describe()}; emulated bf16 runs about 20x slower than fp32 "
+            "(INTERP_BF16=1 times them anyway)"
+        )
+    return support.native
 
 
 def time_steps(
@@ -203,7 +208,7 @@ def median_seconds(step: Callable[[], object], repeats: int, warmup: int = 1) ->
 
 
 def _variants(
-    name: str, models: dict, compiled: dict, use_compile: bool
+    name: str, models: dict, compiled: dict, use_compile: bool, bf16: bool
 ) -> list[tuple[str, Callable, list, bool]]:
     tl, ours = models[name]
     out = [
@@ -218,7 +223,7 @@ def _variants(
             ("(e) compiled fp32", compiled[name], list(ours.parameters()), False),
             ("(e) compiled bf16", compiled[name], list(ours.parameters()), True),
         ]
-    return out
+    return [variant for variant in out if bf16 or not variant[3]]
 
 
 def run_pass(allocator: str, args, models: dict, compiled: dict, peaks: dict, rows: list) -> None:
@@ -231,7 +236,8 @@ def run_pass(allocator: str, args, models: dict, compiled: dict, peaks: dict, ro
         labels = torch.randint(0, ours.cfg.d_vocab_out, (args.batch,), generator=gen)
         flops, done = model_flops(ours.cfg, args.batch), done_flops(ours, tokens, labels)
         base = None
-        for label, readout, params, autocast in _variants(name, models, compiled, args.compile):
+        variants = _variants(name, models, compiled, args.compile, "bf16" in peaks)
+        for label, readout, params, autocast in variants:
             if label.startswith("(e)"):
                 t0 = time.perf_counter()
                 time_steps(readout, params, tokens, labels, autocast=autocast, warmup=1, repeats=0)
@@ -321,16 +327,18 @@ def main() -> None:
 
     from models.convert import to_transformer_lens_config
 
-    peaks = {"fp32": matmul_peak(torch.float32), "bf16": matmul_peak(torch.bfloat16)}
     print(
         f"torch {torch.__version__}, {args.threads} threads, batch {args.batch}, "
         f"median of {3 if args.quick else 10} steps after {1 if args.quick else 3} warm-up"
     )
-    print(
-        f"matmul peak (2048^3): fp32 {peaks['fp32'] / 1e9:.0f} GFLOP/s, "
-        f"bf16 {peaks['bf16'] / 1e9:.0f} GFLOP/s"
-    )
     print(f"bf16 path: {bf16_path()}")
+    peaks = {"fp32": matmul_peak(torch.float32)}
+    if bf16_timed():
+        peaks["bf16"] = matmul_peak(torch.bfloat16)
+    print(
+        "matmul peak (2048^3): "
+        + ", ".join(f"{dtype} {peak / 1e9:.0f} GFLOP/s" for dtype, peak in peaks.items())
+    )
     task = _task()
     models = {}
     for name in args.presets:  # the same models (and compiled code) in every pass

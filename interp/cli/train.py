@@ -20,6 +20,7 @@ from interp.store.run_folder import check_same_config, check_unlocked
 from interp.sweep.specs import RunSpec
 from interp.text import format_table
 from interp.training.config import TrainConfig, check_engine
+from interp.training.precision import BF16_FALLBACKS
 from tasks import task_families
 
 
@@ -70,6 +71,40 @@ def runs_from_options(
 
         return plan_plugin_runs(preset, task_options, train, seeds, out, task_name=task_name)
     return plan_runs(preset or DEFAULT_PRESET, task_options, train, seeds, out, task_name=task_name)
+
+
+def apply_bf16_fallback(
+    specs: list[RunSpec], fallback: str, device: str, *, resume: str | None
+) -> tuple[list[RunSpec], str | None]:
+    """The specs to train where bf16 is not native on this CPU, and the note to print if any.
+
+    A run that asks for bf16 is refused (``fallback="refuse"``) or trains in fp32 and records
+    ``bf16: false`` (``"fp32"``: what it really ran). An unfinished bf16 run given to
+    ``--resume`` is always refused: its config cannot change.
+
+    Raises:
+        ConfigError: When a bf16 run is refused (`interp.training.precision.check_bf16`).
+    """
+    asks = [spec for spec in specs if spec.train.get("bf16")]
+    if not asks:
+        return specs, None
+    from interp.store.run_folder import is_done
+    from interp.training.precision import bf16_native, check_bf16, cpu_bf16
+
+    if bf16_native(device):
+        return specs, None
+    if resume is None and fallback == "fp32":
+        note = (
+            f"note: {cpu_bf16().describe()}: training in fp32 (--bf16-fallback fp32; recorded as bf16 false)"
+        )
+        return [replace(spec, train={**spec.train, "bf16": False}) for spec in specs], note
+    if resume is not None:
+        where, instead = f"{resume} trains in bf16", "resume it on a CPU with native bf16"
+    else:
+        where, instead = "--bf16", "drop --bf16, or add --bf16-fallback fp32 to train in fp32"
+    # A finished run is only read: it is never refused.
+    check_bf16(not all(is_done(spec.out) for spec in asks), device, where=where, instead=instead)
+    return specs, None
 
 
 def _spec_from_run(run_dir: Path) -> RunSpec:
@@ -233,6 +268,14 @@ _TRAIN_OPTIONS = config_options(TrainConfig, exclude=("seed",), defaults=False)
     is_flag=True,
     help="With --seeds: train every seed in this process as one vectorised model (torch.func; pays on a GPU).",
 )
+@click.option(
+    "--bf16-fallback",
+    type=click.Choice(BF16_FALLBACKS),
+    default="refuse",
+    show_default=True,
+    help="Where this CPU has no native bf16 (about 20x slower there): refuse a --bf16 run, or train "
+    "it in fp32 (recorded as bf16 false). INTERP_BF16=1 runs bf16 anyway.",
+)
 @click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
 def train(
     preset, task_name, seed, seeds, out, resume, device, threads, jobs, vectorize, no_progress, **options
@@ -248,6 +291,9 @@ def train(
       interp train --preset mpsp-1l1h --r 0.9 --seeds 0-7 --out runs/sweep
       interp train --preset mpsp-2l2h --seeds 0-31 --vectorize --device cuda --out runs/gpu
       interp train --resume runs/x
+
+    --bf16 pays only on a CPU with bf16 hardware (AMX, AVX512-BF16) or a GPU; elsewhere it is
+    refused unless --bf16-fallback fp32 (docs: Training).
     """
     if vectorize and not seeds:
         raise ConfigError(
@@ -272,6 +318,7 @@ def train(
     )
     if vectorize:  # recorded in each run's config: a run resumes only with its engine
         specs = [replace(spec, train={**spec.train, "engine": "vectorized"}) for spec in specs]
+    specs, fp32_note = apply_bf16_fallback(specs, options.pop("bf16_fallback"), device, resume=resume)
     for spec in specs:  # before the sweep file, which would only say "a different sweep"
         check_engine(spec.out, "vectorized" if vectorize else "separate")
     if seeds:  # OUT holds the seeds as a sweep, so `interp report OUT` reads them as one configuration
@@ -284,6 +331,8 @@ def train(
             "faster (benchmarks/multi_seed.py measures both)",
             err=True,
         )
+    if fp32_note:
+        click.echo(fp32_note, err=True)
     click.echo(
         train_runs(
             specs, device=device, threads=threads, jobs=jobs, progress=not no_progress, vectorize=vectorize

@@ -18,6 +18,8 @@ _NAMES = {
     "train_vectorized": "interp.training.vectorized",
     "finetune": "interp.training.finetune",
     "schedule": "interp.training.schedule",
+    "cpu_bf16": "interp.training.precision",
+    "check_bf16": "interp.training.precision",
 }
 __all__ = sorted(_NAMES)
 __getattr__, __dir__ = lazy_surface(__name__, _NAMES)

@@ -32,9 +32,11 @@ from torch import nn
 from interp.config import from_dict, to_dict
 from interp.errors import ConfigError
 from interp.splits import Task, split_digests
+from interp.store.run_folder import is_done
 from interp.store.session import open_run
 from interp.training.config import TrainConfig
 from interp.training.loop import TrainLoop, run_config, stop_on_signals, trainable
+from interp.training.precision import check_bf16
 
 
 def trainable_norm(model: nn.Module) -> float:
@@ -74,12 +76,16 @@ def finetune(
         ``max_steps``, ``final`` (the last metrics record) and ``train_acc_at_stop``.
 
     Raises:
+        ConfigError: If `config` asks for minibatches, or for bf16 on a CPU without native bf16
+            (`interp.training.precision`).
         TrainingInterrupted: On SIGINT / SIGTERM, after saving a checkpoint.
     """
     if config.batch_size is not None:
         raise ConfigError(
             f"fine-tuning trains full batch, but batch_size is {config.batch_size}", "leave batch_size unset"
         )
+    # Before the folder exists (a refused run leaves nothing); a finished run is only read.
+    check_bf16(config.bf16 and not is_done(run_dir), device)
     splits = task.splits(config.data_seed)
     with open_run(
         run_dir,

@@ -48,9 +48,10 @@ from interp.signals import StopFlag, stop_on_signals
 from interp.splits import Split, Task, split_digests
 from interp.store.checkpoint import load_state_into
 from interp.store.formats import first_nonfinite
-from interp.store.run_folder import read_compute, write_compute
+from interp.store.run_folder import is_done, read_compute, write_compute
 from interp.store.session import RunSession, open_run
 from interp.training.config import TrainConfig, check_engine
+from interp.training.precision import check_bf16
 from interp.training.schedule import schedule
 
 
@@ -136,7 +137,8 @@ def train(
 
     Raises:
         ConfigError: If `run_dir` holds a run with another config, or one the vectorised
-            engine trained (`check_engine`), or `config.engine` is not ``"separate"``.
+            engine trained (`check_engine`), or `config.engine` is not ``"separate"``, or
+            `config.bf16` is set on a CPU without native bf16 (`interp.training.precision`).
         CheckpointError: If the run's checkpoints are damaged or its data changed.
         TrainingInterrupted: On SIGINT / SIGTERM / SIGHUP, after saving a checkpoint.
     """
@@ -146,6 +148,8 @@ def train(
             "train stacked seeds with interp.training.train_vectorized",
         )
     check_engine(run_dir, "separate")
+    # Before the folder exists (a refused run leaves nothing); a finished run is only read.
+    check_bf16(config.bf16 and not is_done(run_dir), device)
     splits = task.splits(config.data_seed)
     with open_run(run_dir, run_config(model, task, config), split_digests(splits)) as run:
         if (done := run.finished()) is not None:

@@ -46,6 +46,7 @@ from interp.config import to_dict
 from interp.errors import ConfigError, TrainingInterrupted
 from interp.metrics import full_precision, per_example_loss
 from interp.splits import Task, split_digests
+from interp.store.run_folder import is_done
 from interp.store.session import RunSession, open_run
 from interp.training.config import TrainConfig, check_engine
 from interp.training.loop import (
@@ -57,6 +58,7 @@ from interp.training.loop import (
     stop_on_signals,
     training_forward,
 )
+from interp.training.precision import check_bf16
 
 
 def train_vectorized(
@@ -86,7 +88,8 @@ def train_vectorized(
 
     Raises:
         ConfigError: If the seeds differ in anything but the seed, or a folder holds another run
-            (or one the separate engine trained: `check_engine`).
+            (or one the separate engine trained: `check_engine`), or they ask for bf16 on a CPU
+            without native bf16 (`interp.training.precision`).
         CheckpointError: If a run's checkpoints are damaged or its data changed.
         TrainingInterrupted: On SIGINT / SIGTERM, after saving every seed's checkpoint.
     """
@@ -94,6 +97,8 @@ def train_vectorized(
     _check_group(models, configs, len(run_dirs))
     for run_dir in run_dirs:  # before any folder is created
         check_engine(run_dir, "vectorized")
+    # The seeds share bf16 (`_check_group`); finished runs are only read.
+    check_bf16(configs[0].bf16 and not all(is_done(d) for d in run_dirs), device)
     splits = task.splits(configs[0].data_seed)
     digests = split_digests(splits)
     with contextlib.ExitStack() as stack:

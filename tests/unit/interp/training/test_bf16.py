@@ -21,6 +21,17 @@ TINY_C = ModAddTask(p=13, train_frac=0.6, xi=0.2)
 STUDY_C = {"loss": "mse", "lr": 1e-2, "weight_decay": 1.0}
 
 
+@pytest.fixture(autouse=True)
+def bf16_allowed(monkeypatch):
+    """These tests check what a bf16 run computes, on any CPU: where bf16 is not native the
+    engines would refuse it (`interp.training.precision`; test_precision.py tests that), so
+    here it runs as it would with ``INTERP_BF16=1`` (emulated, slower).
+    """
+    from interp.training import precision
+
+    monkeypatch.setattr(precision, "bf16_native", lambda device="cpu": True)
+
+
 def _run(tmp_path, name, task, preset, **fields):
     config = TrainConfig(
         **{"epochs": 6, "eval_every": 2, "eval_log_points": 0, "checkpoint_log_points": 0, **fields}
