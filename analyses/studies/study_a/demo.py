@@ -19,7 +19,7 @@ from analyses.report.survival import time_to_milestone_figure
 from analyses.studies.study_a.stats import axis_rate_figure
 from interp.sweep.specs import read_sweep
 
-RESULTS = Path(__file__).resolve().parents[2] / "results" / "study-a"
+RESULTS = Path(__file__).resolve().parents[3] / "results" / "study-a"
 """Study A's committed records (present in a checkout of the repository)."""
 
 CONFIRMATION = ("headline", "map")

@@ -362,3 +362,12 @@ def test_run_accuracies_never_round_onto_100_or_0_percent(value, text):
     from analyses.report.records import accuracy_percent
 
     assert accuracy_percent(value) == text
+
+
+def test_the_demo_reads_the_committed_records_of_this_checkout():
+    # The default the demo, the tutorials and the docs front page read (moving the module once
+    # pointed it one folder too deep, where nothing is: the demo would have shown no results).
+    from analyses.studies.study_a.demo import CONFIRMATION, RESULTS, SERIES
+
+    assert RESULTS == Path(__file__).resolve().parents[4] / "results" / "study-a"
+    assert all((RESULTS / grid).is_dir() for grid in CONFIRMATION) and (RESULTS / SERIES / "DONE").is_file()
