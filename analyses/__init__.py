@@ -94,6 +94,8 @@ _LAZY = {
     "Evolution": "analyses.evolution",
     "Result": "analyses.base",
     "Analysis": "analyses.base",
+    "import_checkpoint": "analyses.importing",
+    "import_series": "analyses.series_import",
 }
 __getattr__, __dir__ = lazy_surface(__name__, _LAZY)
 

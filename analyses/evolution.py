@@ -20,10 +20,10 @@ from typing import Any
 from tqdm import tqdm
 
 from analyses.base import RESULT_FILE, Analysis, Result
-from analyses.plugin_runs import refuse_in_process_plugins
 from analyses.subject import subject_series
 from interp.config import to_dict
 from interp.errors import CheckpointError, ConfigError
+from interp.plugins import refuse_registered
 from interp.store.handle import RunHandle, writable
 
 
@@ -102,7 +102,11 @@ def evolve(
         raise ConfigError(f"jobs={jobs!r} is not a number of worker processes", "give an integer >= 1")
     run = RunHandle.open(run_dir)
     if jobs > 1:
-        refuse_in_process_plugins(analysis.name, run.config["task"]["name"], "evolve with jobs > 1")
+        refuse_registered(
+            "evolve with jobs > 1",
+            {"interp.analyses": analysis.name, "interp.tasks": run.config["task"]["name"]},
+            "compute it here (jobs=1)",
+        )
     steps = run.select_steps(checkpoints)  # one listing of the checkpoint folder
     if not steps:
         raise CheckpointError(

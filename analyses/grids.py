@@ -20,7 +20,7 @@ from interp.config import from_dict
 from interp.errors import ConfigError, did_you_mean
 from interp.sweep.specs import RunSpec, derive_seed, seed_folder
 from interp.training.config import TrainConfig
-from models.presets import PRESETS
+from models.presets import preset_names
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,8 @@ class Grid:
     """A sweep: presets x axes x seeds.
 
     Attributes:
-        presets: Model presets (each brings its study's task and training defaults).
+        presets: Model presets, built-in or plugins' (each brings its task and training
+            defaults, `analyses.recipes.preset_settings`).
         task: Task options applied to every run (e.g. ``{"vocab": 16}``).
         train: Training options applied to every run (e.g. ``{"epochs": 3000}``).
         axes: Fields to sweep, each with its values; a field of the task config is set on
@@ -50,9 +51,10 @@ class Grid:
     data_seeds: int | None = None
 
     def __post_init__(self) -> None:
+        names = preset_names()  # the built-ins and the plugins' (none imported here)
         for preset in self.presets:
-            if preset not in PRESETS:
-                raise ConfigError(f"unknown preset {preset!r} in the grid", did_you_mean(preset, PRESETS))
+            if preset not in names:
+                raise ConfigError(f"unknown preset {preset!r} in the grid", did_you_mean(preset, names))
         if not isinstance(self.seeds, int) or self.seeds < 1:
             raise ConfigError(f"seeds={self.seeds!r} must be a positive integer")
         if self.data_seeds is not None and (not isinstance(self.data_seeds, int) or self.data_seeds < 1):

@@ -1,11 +1,14 @@
-"""Study recipes: what each model preset trains on and how, and the one merge into run specs.
+"""Recipes: what each model preset trains on and how, and the one merge into run specs.
 
-A preset (`models.presets`) is an architecture. What it is trained on, and with which
-optimiser settings, is study knowledge and lives here: `PRESET_TASKS` and `PRESET_TRAINING`
-(the studies' settings). Options merge in one order, in one place (`recipe` and
-`Recipe.spec`): the task's and `TrainConfig`'s own defaults, then the preset's study settings,
-then the caller's options. `interp train` (`plan_runs`) and the sweep grids
-(`analyses.grids.expand`) both build their runs through it.
+A preset (`models.presets`) is an architecture. What a built-in preset is trained on, and with
+which optimiser settings, is study knowledge and lives here: `PRESET_TASKS` and
+`PRESET_TRAINING` (the studies' settings). A plugin's preset (`interp.plugins.Preset`, an
+``interp.presets`` entry point or `models.presets.register_preset`) carries its own task and
+training settings; `preset_settings` is the one hook that finds either. Options merge in one
+order, in one place (`recipe` and `Recipe.spec`): the task's and `TrainConfig`'s own defaults,
+then the preset's settings, then the caller's options. `interp train` (`plan_runs`) and the
+sweep grids (`analyses.grids.expand`) both build their runs through it, so both take a plugin's
+preset as they take a built-in.
 
 A spec is plain data; training it (building its task and model, checking memory, calling
 the engine) knows no study and is `analyses.training`'s.
@@ -20,12 +23,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from interp.config import from_dict, to_dict
-from interp.errors import ConfigError, did_you_mean
 from interp.sweep.specs import RunSpec, seed_folder
 from interp.training.config import TrainConfig
 from models.config import config_to_dict
-from models.presets import PRESETS, preset_config
-from tasks import TASKS, task_from_dict
+from models.presets import PRESETS, plugin_preset, preset_config
+from tasks import task_family, task_from_dict
 
 if TYPE_CHECKING:
     from interp.splits import Task
@@ -56,11 +58,13 @@ class Recipe:
         preset: The model preset.
         task: The task config (preset's study task, then the caller's options).
         model: The model config as a dict (with ``kind``), sized for the task.
+        train: The preset's `TrainConfig` settings (`preset_settings`).
     """
 
     preset: str
     task: Task
     model: dict[str, Any]
+    train: Mapping[str, Any]
 
     def spec(
         self, out: str | Path, train: Mapping[str, Any], tags: Mapping[str, Any] | None = None
@@ -70,7 +74,7 @@ class Recipe:
         Raises:
             ConfigError: If a training field is unknown or invalid.
         """
-        fields = {**PRESET_TRAINING[self.preset], **train}
+        fields = {**self.train, **train}
         config = to_dict(from_dict(TrainConfig, fields, where="the training options"))
         return RunSpec(Path(out), self.model, self.task.to_dict(), config, dict(tags or {}))
 
@@ -80,8 +84,30 @@ class Recipe:
 
 
 def task_fields(preset: str) -> set[str]:
-    """The config fields of the task family `preset` trains on."""
-    return {f.name for f in dataclasses.fields(TASKS[PRESET_TASKS[preset]["name"]])}
+    """The config fields of the task family `preset` trains on.
+
+    Raises:
+        ConfigError: On an unknown preset, or a task family that is not known here.
+        PluginError: If the preset's or its task's plugin fails to import.
+    """
+    task, _ = preset_settings(preset)
+    return {f.name for f in dataclasses.fields(task_family(task["name"], where=f"preset {preset!r}"))}
+
+
+def preset_settings(preset: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The task (``{"name": ..., **fields}``) and `TrainConfig` settings `preset` trains with.
+
+    A built-in preset's come from its study (`PRESET_TASKS`, `PRESET_TRAINING`); any other name
+    is a plugin's preset (`models.presets.plugin_preset`), which carries its own.
+
+    Raises:
+        ConfigError: If no preset, built-in or plugin, has that name (the valid ones listed).
+        PluginError: If the preset's plugin fails to import or holds no `interp.plugins.Preset`.
+    """
+    if preset in PRESETS:
+        return dict(PRESET_TASKS[preset]), dict(PRESET_TRAINING[preset])
+    found, _ = plugin_preset(preset)
+    return dict(found.task), dict(found.train)
 
 
 def recipe(
@@ -90,19 +116,18 @@ def recipe(
     """Build `preset`'s task (its study task, then `task_options`) and its model config.
 
     Args:
-        preset: A model preset.
+        preset: A model preset, built-in or a plugin's.
         task_options: Task fields to change.
         task_name: Another task family than the preset's (its own defaults then apply).
 
     Raises:
         ConfigError: On an unknown preset, an unknown or invalid task field.
+        PluginError: If the preset's or the task's plugin fails to import.
     """
-    if preset not in PRESETS:
-        raise ConfigError(f"unknown preset {preset!r}", did_you_mean(preset, PRESETS))
-    own = PRESET_TASKS[preset]
-    base = own if task_name in (None, own["name"]) else {"name": task_name}
+    own, train = preset_settings(preset)
+    base = own if task_name in (None, own.get("name")) else {"name": task_name}
     task = task_from_dict({**base, **(task_options or {})}, where="the task options")
-    return Recipe(preset, task, config_to_dict(preset_config(preset, task)))
+    return Recipe(preset, task, config_to_dict(preset_config(preset, task)), train)
 
 
 def plan_runs(

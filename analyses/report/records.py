@@ -29,11 +29,11 @@ from typing import Any
 import pandas as pd
 from scipy.stats import binomtest
 
-from interp.errors import ConfigError
+from interp.errors import ConfigError, note
 from interp.metrics import milestones as milestones_of
 from interp.store.run_folder import CONFIG_FILE, is_done, read_done, read_metrics
 from interp.sweep.specs import SWEEP_FILE, RunSpec, read_sweep
-from tasks import TASKS
+from tasks import task_family
 
 FINISHED, UNFINISHED, NOT_STARTED = "finished", "unfinished", "not started"
 # A run whose loss or weights became NaN or inf: it stopped there (its DONE says where); it is
@@ -108,6 +108,24 @@ def find_sweeps(folder: str | Path) -> list[Sweep]:
     return sweeps
 
 
+def milestone_targets(task_name: str | None) -> dict[str, tuple[str, float]]:
+    """The milestones of the task family `task_name` (``{name: (metric, threshold)}``), built-in or
+    a plugin's (`tasks.task_family`).
+
+    A family that cannot be resolved here (its plugin not installed, or registered in another
+    process) has none: a finished run's milestones are still read from its DONE, and a note
+    says why the unfinished runs have none.
+    """
+    if not task_name:
+        return {}
+    try:
+        family = task_family(task_name)
+    except ConfigError as err:  # PluginError too: the report still shows what the runs recorded
+        note(f"no milestones for the task {task_name!r}: {err}")
+        return {}
+    return dict(getattr(family, "milestones", {}))
+
+
 def run_state(sweep: str, spec: RunSpec) -> RunState:
     """The state of one run, read from its folder (never written)."""
     started = (spec.out / CONFIG_FILE).is_file()  # an empty folder (e.g. a bare export) has not started
@@ -118,7 +136,7 @@ def run_state(sweep: str, spec: RunSpec) -> RunState:
             if key.endswith("/acc") and isinstance(value, (int, float)):
                 best[key] = max(best.get(key, value), value)
     final = records[-1] if records else {}
-    targets = getattr(TASKS.get(spec.task.get("name")), "milestones", {})
+    targets = milestone_targets(spec.task.get("name"))
     if is_done(spec.out):
         summary = read_done(spec.out)
         # Milestones added to the task after the run finished are read from its metrics.

@@ -63,13 +63,8 @@ def runs_from_options(
     if seed is not None and seeds is not None:
         raise ConfigError("--seed and --seeds are exclusive", "use --seeds 0-7 for several seeds")
     from analyses.recipes import DEFAULT_PRESET, plan_runs
-    from models.presets import PRESETS
 
     train = {**train_options, "seed": seed or 0}
-    if preset is not None and preset not in PRESETS:  # a plugin's preset brings its own settings
-        from analyses.plugin_runs import plan_plugin_runs
-
-        return plan_plugin_runs(preset, task_options, train, seeds, out, task_name=task_name)
     return plan_runs(preset or DEFAULT_PRESET, task_options, train, seeds, out, task_name=task_name)
 
 

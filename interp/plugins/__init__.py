@@ -32,6 +32,7 @@ from interp.plugins.discovery import (
     find,
     missing_plugin,
     provenance,
+    refuse_registered,
     register,
     unregister,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "find",
     "missing_plugin",
     "provenance",
+    "refuse_registered",
     "register",
     "unregister",
 ]

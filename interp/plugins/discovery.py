@@ -206,6 +206,28 @@ def provenance(group: str, name: str) -> dict[str, str | None] | None:
     return None
 
 
+def refuse_registered(what: str, names: Mapping[str, str | None], hint: str) -> None:
+    """Refuse `what`, work sent to other processes, if a name it needs was registered in this
+    process only (`register`): a worker process would not know it. Call it before any starts.
+
+    Args:
+        what: The work, for the message (``"evolve with jobs > 1"``).
+        names: Group (a key of `GROUPS`) -> the name the work resolves there (None: none).
+        hint: What to do instead (e.g. run it in this process).
+
+    Raises:
+        PluginError: Naming the first such name and where it was registered.
+    """
+    for group, name in names.items():
+        entry = _REGISTERED[group].get(name) if name else None
+        if entry is not None:
+            raise PluginError(
+                f"{what} needs worker processes, which do not see the {GROUPS[group]} {name!r} "
+                f"registered in this process ({entry[1].target})",
+                f"{hint}, or declare it as an {group} entry point of an installed package",
+            )
+
+
 def unregister(group: str, name: str) -> None:
     """Forget `name` registered in this process (a no-op if it is not)."""
     _REGISTERED[group].pop(name, None)

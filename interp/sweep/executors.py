@@ -99,6 +99,10 @@ class LocalExecutor:
     jobs: int | None = None
     threads: int | None = None
 
+    def jobs_for(self, n_items: int) -> int:
+        """The processes `map` runs `n_items` items in (1: this process, no workers)."""
+        return max(1, min(self.jobs or os.cpu_count() or 1, n_items or 1))
+
     def map(self, fn: Callable[[T], Any], items: Sequence[T]) -> Iterator[Outcome[T]]:
         """Run `fn` on every item in worker processes; yield outcomes as they finish.
 
@@ -109,13 +113,22 @@ class LocalExecutor:
         Raises:
             RunsInterrupted: After a stop signal, once every running item has stopped.
         """
-        cores = os.cpu_count() or 1
-        jobs = max(1, min(self.jobs or cores, len(items) or 1))
-        threads = self.threads or max(1, cores // jobs)
+        jobs = self.jobs_for(len(items))
+        threads = self.threads or max(1, (os.cpu_count() or 1) // jobs)
         if jobs == 1:  # no worker processes: simpler to debug, same results
             yield from _in_process(fn, items, threads)
             return
         yield from _in_workers(fn, items, jobs, threads)
+
+
+def in_this_process(executor: Executor, n_items: int) -> bool:
+    """Whether `executor` runs `n_items` items in this process (so this process's registered
+    plugins are seen): a `LocalExecutor` with one job, submitit's ``debug`` cluster; any other
+    executor is taken to use other processes.
+    """
+    if isinstance(executor, LocalExecutor):
+        return executor.jobs_for(n_items) == 1
+    return isinstance(executor, SubmititExecutor) and executor.cluster == "debug"
 
 
 def _in_process(fn: Callable[[T], Any], items: Sequence[T], threads: int) -> Iterator[Outcome[T]]:

@@ -28,10 +28,11 @@ from typing import Any
 from tqdm import tqdm
 
 from interp.errors import ConfigError, RunsInterrupted
+from interp.plugins import refuse_registered
 from interp.signals import stop_on_signals
 from interp.store.atomic import atomic_write_json
 from interp.store.run_folder import FORMAT_VERSION, is_done, is_locked, read_done, read_json
-from interp.sweep.executors import Executor, Outcome
+from interp.sweep.executors import Executor, Outcome, in_this_process
 
 SWEEP_FILE = "sweep.json"
 
@@ -201,9 +202,18 @@ def run_sweep(
     process is training (its lock is held) is waited for after the others: its outcome then
     carries that process's `DONE` (``elsewhere=True``), or, if the process stopped without
     finishing it, the run is trained here.
+
+    Raises:
+        PluginError: Before any run starts, if `executor` uses other processes and a pending
+            run's task was registered in this process only (`tasks.register_task`).
     """
     done = [s for s in specs if is_done(s.out)]
     pending = [s for s in specs if not is_done(s.out)]
+    if pending and not in_this_process(executor, len(pending)):
+        for spec in pending:  # up front: a worker would fail each run on an unknown task
+            refuse_registered(
+                "a sweep", {"interp.tasks": spec.task.get("name")}, "train it in this process (jobs=1)"
+            )
     bar = tqdm(total=len(specs), initial=len(done), disable=not progress, unit="run")
     with bar, stop_on_signals() as stop:  # one stop state from the first run to the last wait
         for spec in done:

@@ -14,8 +14,8 @@ import torch
 from transformer_lens import HookedTransformer, HookedTransformerConfig
 
 from analyses import evolve, load_subject
+from analyses.series_import import import_series, series_files
 from interp.cli import main
-from interp.cli.import_series import import_series, series_files
 from interp.errors import CheckpointError
 from tasks import ModAddTask
 

@@ -190,10 +190,80 @@ def test_register_task_and_analysis_in_a_notebook(plugins_on, tmp_path):
     )
     final = dict(zip(series.results[-1].tensor, series.results[-1].norm))  # the trained weights, step 4
     assert final["embed.W_E"] == pytest.approx(float(model.embed.W_E.detach().norm()))
-    with pytest.raises(PluginError, match="needs worker processes, which do not see the 'demo-norms'"):
+    with pytest.raises(
+        PluginError, match="needs worker processes, which do not see the analysis 'demo-norms'"
+    ):
         evolve(run, "demo-norms", jobs=2, progress=False, cache=tmp_path / "cache")
     discovery.unregister("interp.tasks", "demo-max")
     with pytest.raises(PluginError, match="registered in the process that made this run"):
         from analyses import load_subject
 
         load_subject(run)
+
+
+def test_a_sweep_grid_and_the_report_take_a_plugin_preset_and_its_tasks_milestones(demo, tmp_path, capsys):
+    """A grid expands a plugin preset through the recipes (its task and training settings, then
+    the grid's), and `interp report` reads the plugin task's milestones from the runs' metrics.
+    The runs are synthetic (config.json and metrics.jsonl, as committed results hold them);
+    training a plugin preset's run is the test above.
+    """
+    from analyses.grids import Grid, expand, grid_from_dict
+    from analyses.report.records import load_results
+    from interp.config import to_dict
+    from interp.sweep.specs import write_sweep
+
+    grid = grid_from_dict(
+        {"presets": ["demo-1l"], "task": {"n_train": 48}, "train": {"epochs": 20}, "seeds": 2}
+    )
+    sweep = tmp_path / "sweep"
+    specs = expand(grid, sweep)
+    assert [s.out.relative_to(sweep).as_posix() for s in specs] == ["demo-1l/seed_0", "demo-1l/seed_1"]
+    assert specs[0].task == {"name": "demo-max", "vocab": 8, "n": 3, "n_train": 48, "n_val": 128}
+    assert specs[0].train["lr"] == 3e-3 and specs[0].train["epochs"] == 20  # the preset's, then the grid's
+    assert specs[0].model["d_model"] == 32 and specs[0].model["d_vocab"] == 9
+    write_sweep(sweep, specs, {"grid": to_dict(grid)})
+    for spec, val in zip(specs, ([0.3, 0.96, 0.99], [0.3, 0.5, 0.6])):  # seed 0 reaches t_val at step 5
+        spec.out.mkdir(parents=True)
+        config = {"format_version": 1, "model": spec.model, "task": spec.task, "train": spec.train}
+        (spec.out / "config.json").write_text(json.dumps(config))
+        lines = [json.dumps({"step": 5 * i, "val/acc": v}) + "\n" for i, v in enumerate(val)]
+        (spec.out / "metrics.jsonl").write_text("".join(lines))
+
+    _, runs = load_results(sweep)  # both stopped before their end: milestones from their metrics
+    assert [r.status for r in runs] == ["unfinished", "unfinished"]
+    assert runs[0].milestones["t_val"]["step"] == 5 and runs[1].milestones["t_val"]["step"] is None
+    code, out, err = _cli(capsys, "report", str(sweep), "--out", str(tmp_path / "report"), "--no-progress")
+    assert code == 0, err
+    assert "t_val" in (tmp_path / "report" / "runs.csv").read_text()
+
+    with pytest.raises(Exception, match=r"unknown preset 'demo-2l' in the grid.*demo-1l"):
+        Grid(presets=("demo-2l",))
+
+
+def test_a_sweep_refuses_a_task_registered_in_this_process_before_any_worker_starts(plugins_on, tmp_path):
+    from analyses.recipes import plan_runs
+    from analyses.training import train_spec
+    from interp.sweep import LocalExecutor, run_sweep
+    from tasks import register_task
+
+    sys.path.insert(0, str(DEMO / "src"))
+    try:
+        from interp_plugin_demo.task import DemoMaxTask
+    finally:
+        sys.path.remove(str(DEMO / "src"))
+    register_task(DemoMaxTask)
+    specs = plan_runs(
+        "mpsp-1l1h", {"n_train": 32, "n_val": 16}, {"epochs": 2, "eval_every": 1}, [0, 1], tmp_path / "s",
+        task_name="demo-max",
+    )  # fmt: skip
+    with pytest.raises(PluginError) as info:
+        list(run_sweep(specs, train_spec, LocalExecutor(jobs=2), progress=False))
+    message = str(info.value)
+    assert (
+        "a sweep needs worker processes, which do not see the task 'demo-max' registered in this process"
+        in message
+    )
+    assert "\n" not in message and "(jobs=1)" in message
+    assert not (tmp_path / "s").exists()  # refused before any run began
+    outcomes = list(run_sweep(specs, train_spec, LocalExecutor(jobs=1), progress=False))  # this process
+    assert [o.ok for o in outcomes] == [True, True] and all((s.out / "DONE").is_file() for s in specs)

@@ -1,5 +1,6 @@
-"""`interp import --series DIR`: a folder of TransformerLens-convention state dicts, saved by any
-training loop, becomes one run folder with its checkpoints in order.
+"""Importing a series: a folder of TransformerLens-convention state dicts, saved by any training
+loop, becomes one run folder with its checkpoints in order (`import_series`; the command line's
+``interp import --series DIR``).
 
 Which file is which step:
 
@@ -13,7 +14,7 @@ Which file is which step:
 
 Each file is a plain state dict, or ``{"state_dict": ..., "config": ...}`` as `interp import`
 reads one; the TransformerLens config is ``--config``, else DIR/config.json, else the one in the
-files (all must agree). Every file is read safely (`interp.cli.imports.read_transformer_lens_checkpoint`:
+files (all must agree). Every file is read safely (`analyses.importing.read_transformer_lens_checkpoint`:
 safetensors or ``torch.load(weights_only=True)``, never pickled code) and checked before anything
 is written: readable, the same parameter names and shapes as the first, finite, and unchanged
 between the check and the copy (sha256). Nothing is written on any error. Then the run folder
@@ -30,7 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from interp.cli.imports import read_transformer_lens_checkpoint
+from analyses.importing import check_fits, plugin_record, read_transformer_lens_checkpoint
 from interp.errors import CheckpointError, ConfigError
 
 SUFFIXES = (".pt", ".pth", ".safetensors")
@@ -173,7 +174,6 @@ def import_series(
         ConfigError: For an unsupported TransformerLens config, a task it does not fit, or an
             `out` that exists.
     """
-    from interp.cli.imports import check_fits as check_fits
     from models.convert import from_transformer_lens_config_dict
     from tasks import task_from_dict
 
@@ -215,6 +215,7 @@ def _write(folder, out, task, cfg, checked, config_path, *, data_seed: int, loss
             "format": "transformer_lens series",
             "files": [{"file": path.name, "step": step, "sha256": sha} for step, path, sha in checked],
         },
+        **plugin_record(task.name),
     }
     model = metrics = None
     with open_run(out, config, digests=split_digests(splits)) as run:
