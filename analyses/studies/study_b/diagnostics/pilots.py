@@ -39,7 +39,9 @@ from typing import Any
 
 import pandas as pd
 
-from analyses.studies.study_b.settings import PROTOCOL_2, StudyBSettings, WLMDSettings
+from analyses.studies.study_b.settings import PRESETS, StudyBSettings, WLMDSettings
+
+PROTOCOL_2 = PRESETS["protocol-2"]  # the pilots' base settings (protocols/protocol-2.json)
 
 TARGET_COSINE = 0.9
 PILOT_SEED = 100

@@ -112,12 +112,14 @@ def test_the_walk_schedule_is_the_ramp_or_the_classic_one_and_old_settings_are_u
     """Protocols 1 and 2 write the settings they always wrote (so their folders resume); the
     classic schedule starts at ln_f0 and counts the bins flat_over names.
     """
-    from analyses.studies.study_b.settings import PROTOCOL_2
+    from analyses.studies.study_b.settings import PRESETS
 
-    assert not {"ln_f_schedule", "ln_f0", "flat_over"} & set(to_dict(PROTOCOL_2.wlmd))
-    ramp = PROTOCOL_2.wlmd.schedule()
+    protocol_2 = PRESETS["protocol-2"]
+
+    assert not {"ln_f_schedule", "ln_f0", "flat_over"} & set(to_dict(protocol_2.wlmd))
+    ramp = protocol_2.wlmd.schedule()
     assert (ramp.kind, ramp.ln_f_max, ramp.flat_over) == ("ramp", 0.01, "visited")
-    classic = dataclasses.replace(PROTOCOL_2.wlmd, ln_f_schedule="classic", ln_f0=2.0, flat_over="x")
+    classic = dataclasses.replace(protocol_2.wlmd, ln_f_schedule="classic", ln_f0=2.0, flat_over="x")
     assert to_dict(classic)["ln_f_schedule"] == "classic"
     schedule = classic.schedule()
     assert (schedule.kind, schedule.ln_f0, schedule.flat_over, schedule.flatness) == ("flat", 2.0, "x", 0.8)
