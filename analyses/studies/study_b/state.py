@@ -2,7 +2,7 @@
 
 A protocol-2 walk costs hours of one core a seed, and its run folders hold every checkpoint of
 the walk (hundreds of MB over a long walk) outside the repository. The committed records
-(`study_b_measure.export_results`) hold no weights, so a replaced machine would restart every
+(`analyses.studies.study_b.records.export_results`) hold no weights, so a replaced machine would restart every
 unfinished walk from step 0. `export_state(out, dest)` writes what resuming needs instead,
 per seed that has a walk:
 
@@ -44,8 +44,9 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from analyses.studies.study_b.measure import SETTINGS_FILE, compact_walk, settings_difference
+from analyses.studies.study_b.measure import SETTINGS_FILE, settings_difference
 from analyses.studies.study_b.protocol import WALK_FILE, walk_records
+from analyses.studies.study_b.records import compact_walk
 from analyses.studies.study_b.settings import StudyBSettings, settings_with
 from interp.config import to_dict
 from interp.errors import CheckpointError, ConfigError

@@ -388,7 +388,7 @@ def export_pilots(out: str | Path, dest: str | Path, variants: Sequence[Variant]
     """
     import shutil
 
-    from analyses.studies.study_b.measure import compact_walk
+    from analyses.studies.study_b.records import compact_walk
     from interp.store.atomic import atomic_write_json
 
     out, dest = Path(out), Path(dest)
