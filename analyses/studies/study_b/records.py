@@ -39,10 +39,9 @@ from analyses.studies.study_b.tables import (
 from interp.config import from_dict, to_dict
 from interp.errors import ConfigError
 from interp.store.atomic import atomic_write_json
+from interp.store.export import export_run
 from interp.store.run_folder import is_done, read_config
 from interp.sweep.specs import seed_folders
-
-RUN_RECORDS = ("config.json", "metrics.jsonl", "DONE")  # what a repository keeps of a run: no weights
 
 SEED_RANKS = "ranks_random.csv"  # per exported seed folder: its `seed_ranks`, so later exports can average
 
@@ -52,9 +51,10 @@ def export_results(out: str | Path, dest: str | Path, seeds: Collection[int] | N
 
     `dest` gets ``settings.json``, the tables as ``study_b_<frame>.csv`` (`write_tables`; paths
     made relative to `out`), per seed the walk records ``seed_<N>/walk.json`` (the S grid kept
-    only in the last record), its effective ranks (`SEED_RANKS`) and each injection's
-    ``config.json``, ``metrics.jsonl`` and ``DONE``: a few hundred kB in all, no weights.
-    `tables.markdown_tables(dest)` rebuilds the docs tables from them.
+    only in the last record), its effective ranks (`SEED_RANKS`) and each injection's compact
+    record (`interp.store.export.export_run`; its ``config.json`` names the source relative to
+    `out`): a few hundred kB in all, no weights. `tables.markdown_tables(dest)` rebuilds the
+    docs tables from them.
 
     Only seeds with a finished injection run are exported (`measured_seeds`): a seed still
     walking has no row to add, and its walk is carried by its resumable state instead
@@ -107,8 +107,6 @@ def export_results(out: str | Path, dest: str | Path, seeds: Collection[int] | N
 
 def _export_seed(folder: Path, target: Path, out: Path) -> None:
     """One seed's compact records (`export_results`) from its `folder` under `out` into `target`."""
-    import shutil
-
     records = walk_records(folder / "wlmd")
     if records:
         target.mkdir(parents=True, exist_ok=True)
@@ -120,10 +118,7 @@ def _export_seed(folder: Path, target: Path, out: Path) -> None:
     for run in sorted(folder.glob("inject-*")):
         if not (run / "config.json").exists():
             continue
-        (target / run.name).mkdir(parents=True, exist_ok=True)
-        for name in RUN_RECORDS:
-            if name != "config.json" and (run / name).exists():
-                shutil.copyfile(run / name, target / run.name / name)
+        export_run(run, target / run.name)
         # The config with the injection's source as the tables name it: relative to `out`, not
         # this machine's path.
         config = read_config(run)
