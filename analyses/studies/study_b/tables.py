@@ -12,7 +12,8 @@ test the claim), `paired_differences` (WLMD minus AdamW per noise, with t-interv
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping, Sequence
+import operator
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -241,29 +242,74 @@ def read_frame(path: Path) -> pd.DataFrame:
 
 
 def untested(walk: pd.Series | Mapping[str, Any], settings: Mapping[str, Any]) -> str | None:
-    """Why a seed's WLMD sample does not test the claim, or None when it does: no sample at all
-    (production found no snapshot in the window, so only AdamW was injected), its walker's
-    cosine to its own start above the walk's `target_cosine`, the walk's flatness below
-    `target_flatness`, or its ``ln f`` halved fewer than `target_halvings` times (`walk` is a
+    """Why a seed's WLMD sample does not test the claim, or None when it does (`walk` is a
     `wlmd_frame` row; `settings` the measured settings as JSON).
+
+    Strict: settings that set no target (protocol 1's) give ``"no targets set"``, since nothing
+    then says whether the sample tests the claim; and a value that a set target needs but the
+    row lacks (absent or NaN) counts as not meeting it, with its reason. The reasons: no sample
+    at all (production found no snapshot in the window, so only AdamW was injected), its
+    walker's cosine to its own start above the walk's `target_cosine` (the walk's largest cosine
+    in records without that column), the walk's flatness below `target_flatness`, or its ``ln f``
+    halved fewer than `target_halvings` times.
     """
+    wlmd = settings.get("wlmd", {})
+    cosine_target, flat, halvings = (
+        wlmd.get("target_cosine"),
+        settings.get("target_flatness"),
+        wlmd.get("target_halvings"),
+    )
+    if (cosine_target, flat, halvings) == (None, None, None):
+        return "no targets set"
     reasons = []
-    samples = walk.get("samples")
-    if samples is not None and not pd.isna(samples) and samples == 0:
+    samples = _value(walk, "samples")
+    if samples is None:
+        reasons.append("no sample count recorded")
+    elif samples == 0:
         reasons.append("no production sample in the window")
-    target = settings.get("wlmd", {}).get("target_cosine")
-    cosine = walk.get("sample_walker_cosine", walk.get("walk_cosine_max"))
-    if target is not None and cosine is not None and not pd.isna(cosine) and cosine > target:
-        reasons.append(f"cosine {cosine:.3f} > {target}")
-    flat = settings.get("target_flatness")
-    flatness = walk.get("walk_flatness")
-    if flat is not None and flatness is not None and not pd.isna(flatness) and flatness < flat:
-        reasons.append(f"flatness {flatness:.3g} < {flat}")
-    halvings = settings.get("wlmd", {}).get("target_halvings")
-    halved = walk.get("walk_halvings")
-    if halvings is not None and halved is not None and not pd.isna(halved) and halved < halvings:
-        reasons.append(f"ln f halved {halved:.0f} times < {halvings}")
-    return ", ".join(reasons) or None
+    # The sample's walker's cosine; records written before that column have the walk's largest.
+    cosine = _value(walk, "sample_walker_cosine" if "sample_walker_cosine" in walk else "walk_cosine_max")
+    if samples == 0:  # no sample, so no sample's cosine to miss: the missing sample is the reason
+        cosine_target = None
+    shortfalls = (
+        _shortfall(
+            "cosine to the start", cosine, cosine_target, operator.gt, lambda v, t: f"cosine {v:.3f} > {t}"
+        ),
+        _shortfall(
+            "flatness",
+            _value(walk, "walk_flatness"),
+            flat,
+            operator.lt,
+            lambda v, t: f"flatness {v:.3g} < {t}",
+        ),
+        _shortfall(
+            "ln f halvings",
+            _value(walk, "walk_halvings"),
+            halvings,
+            operator.lt,
+            lambda v, t: f"ln f halved {v:.0f} times < {t}",
+        ),
+    )
+    return ", ".join(reasons + [r for r in shortfalls if r is not None]) or None
+
+
+def _shortfall(
+    what: str, value: Any, target: Any, misses: Callable[[Any, Any], bool], reason: Callable[[Any, Any], str]
+) -> str | None:
+    """Why `value` does not meet `target` (None if it does, or if no target is set): `reason`
+    when `misses` says so, and ``no <what> recorded`` without a value.
+    """
+    if target is None:
+        return None
+    if value is None:
+        return f"no {what} recorded (target {target})"
+    return reason(value, target) if misses(value, target) else None
+
+
+def _value(row: pd.Series | Mapping[str, Any], key: str) -> Any:
+    """`row`'s `key`, or None where it is absent, None or NaN."""
+    value = row.get(key)
+    return None if value is None or pd.isna(value) else value
 
 
 def paired_differences(

@@ -281,10 +281,13 @@ def test_the_walk_targets_count_halvings_of_the_classic_schedule():
     with pytest.raises(ConfigError, match="target_halvings .*ln_f_schedule"):
         settings_with({"wlmd": {"target_halvings": 2}})  # the ramp never halves
     settings = to_dict(PRESETS["protocol-3"])
-    assert study_b_tables.untested({"sample_walker_cosine": 0.8, "walk_halvings": 4}, settings) is None
-    assert study_b_tables.untested({"sample_walker_cosine": 0.95, "walk_halvings": 2}, settings) == (
-        "cosine 0.950 > 0.9, ln f halved 2 times < 4"
+    assert (
+        study_b_tables.untested({"samples": 4, "sample_walker_cosine": 0.8, "walk_halvings": 4}, settings)
+        is None
     )
+    assert study_b_tables.untested(
+        {"samples": 4, "sample_walker_cosine": 0.95, "walk_halvings": 2}, settings
+    ) == ("cosine 0.950 > 0.9, ln f halved 2 times < 4")
 
 
 def test_a_killed_walk_resumes_to_the_same_records(measured, tmp_path, monkeypatch):
@@ -477,14 +480,15 @@ def test_records_without_a_finished_run_exit_2(tmp_path, capsys, written):
 
 def test_a_walk_tests_the_claim_only_when_it_reached_both_targets():
     settings = {"wlmd": {"target_cosine": 0.9}, "target_flatness": 0.8}
-    assert study_b_tables.untested({"sample_walker_cosine": 0.88, "walk_flatness": 0.85}, settings) is None
+    reached = {"samples": 4, "sample_walker_cosine": 0.88, "walk_flatness": 0.85}
+    assert study_b_tables.untested(reached, settings) is None
     assert (
-        study_b_tables.untested({"sample_walker_cosine": 0.95, "walk_flatness": 0.85}, settings)
+        study_b_tables.untested({"samples": 4, "sample_walker_cosine": 0.95, "walk_flatness": 0.85}, settings)
         == "cosine 0.950 > 0.9"
     )
-    assert study_b_tables.untested({"sample_walker_cosine": 0.95, "walk_flatness": 0.1}, settings) == (
-        "cosine 0.950 > 0.9, flatness 0.1 < 0.8"
-    )
+    assert study_b_tables.untested(
+        {"samples": 4, "sample_walker_cosine": 0.95, "walk_flatness": 0.1}, settings
+    ) == ("cosine 0.950 > 0.9, flatness 0.1 < 0.8")
     # no sample to inject comes first, and the walk's own shortfalls still show
     halving = {"wlmd": {"target_cosine": 0.9, "target_halvings": 4}}
     assert study_b_tables.untested({"samples": 0, "walk_halvings": 3, "walk_cosine_max": 0.3}, halving) == (
@@ -494,8 +498,25 @@ def test_a_walk_tests_the_claim_only_when_it_reached_both_targets():
         study_b_tables.untested({"samples": 4, "walk_halvings": 4, "sample_walker_cosine": 0.6}, halving)
         is None
     )
-    # protocol 1's records: no per-walker cosine (the largest is read) and no flatness target
-    assert study_b_tables.untested({"walk_cosine_max": 0.997, "walk_flatness": 0.1}, {"wlmd": {}}) is None
+    # protocol 1's settings set no target: its rows say so instead of counting as tested
+    assert study_b_tables.untested({"walk_cosine_max": 0.997, "walk_flatness": 0.1}, {"wlmd": {}}) == (
+        "no targets set"
+    )
+    # strict: a value a set target needs and the row lacks (absent or NaN) is not met
+    assert study_b_tables.untested({"samples": 4, "walk_halvings": float("nan")}, halving) == (
+        "no cosine to the start recorded (target 0.9), no ln f halvings recorded (target 4)"
+    )
+    assert study_b_tables.untested({"sample_walker_cosine": 0.5, "walk_flatness": 0.9}, settings) == (
+        "no sample count recorded"
+    )
+    # without a sample there is no sample's cosine to miss: the missing sample is the reason
+    no_sample = {
+        "samples": 0,
+        "sample_walker_cosine": float("nan"),
+        "walk_cosine_max": 0.95,
+        "walk_halvings": 4,
+    }
+    assert study_b_tables.untested(no_sample, halving) == "no production sample in the window"
 
 
 def test_a_walk_whose_production_finds_no_sample_is_a_row_that_does_not_test_the_claim(tmp_path, capsys):
@@ -625,7 +646,7 @@ def test_paired_differences_are_seed_by_seed_with_t_intervals_and_tested_seeds_a
     settings = {"wlmd": {"target_cosine": 0.9}, "target_flatness": 0.8}
     wlmd = pd.DataFrame(
         [  # seed 1's walk stayed too close to its start: it does not test the claim
-            {"seed": s, "sample_walker_cosine": c, "walk_flatness": 0.9}
+            {"seed": s, "samples": 4, "sample_walker_cosine": c, "walk_flatness": 0.9}
             for s, c in ((0, 0.5), (1, 0.95), (2, 0.4))
         ]
     )
