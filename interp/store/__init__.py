@@ -16,6 +16,7 @@ _NAMES = {
     "save_checkpoint": "interp.store.checkpoint",
     "list_checkpoints": "interp.store.layout",
     "resolve_checkpoint": "interp.store.layout",
+    "export_run": "interp.store.export",
     "export_weights": "interp.store.export",
     "checkpoint_dir": "interp.store.run_folder",
     "checkpoint_name": "interp.store.run_folder",

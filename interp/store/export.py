@@ -1,10 +1,16 @@
-"""Weights-only copies of a run's checkpoints, small enough for a repository.
+"""A run copied out of its folder: its compact record, a resumable copy, weights-only series.
 
-A repository keeps a long experiment's compact records (`interp.sweep.specs.export_records`);
-for a run worth dissecting from a fresh clone it can also keep a log-spaced series of its
-checkpoints as weights only: `model.safetensors` and a manifest per step (no optimizer or RNG
-state, so they cannot be resumed from, only analysed). A study-scale `mpsp-2l2h` checkpoint
-is about 0.3 MB.
+`RUN_RECORDS` is the one definition of a run's compact record (its config, every evaluation,
+its summary and its CPU time; no weights), and `export_run(run, dest)` the one way to copy it:
+a sweep's records (`interp.sweep.specs.export_records`) and a study's (study B's
+`export_results`) are built on it. ``export_run(run, dest, weights=True)`` adds the run's
+newest checkpoint whole and its session log, a copy that resumes elsewhere (study B carries
+its walks across machines with it).
+
+For a run worth dissecting from a fresh clone, a repository can also keep a log-spaced series
+of its checkpoints as weights only (`export_weights`): `model.safetensors` and a manifest per
+step (no optimizer or RNG state, so they cannot be resumed from, only analysed). A study-scale
+`mpsp-2l2h` checkpoint is about 0.3 MB.
 """
 
 from __future__ import annotations
@@ -16,8 +22,62 @@ from pathlib import Path
 
 from interp.errors import CheckpointError
 from interp.store.checkpoint import load_checkpoint, save_checkpoint
-from interp.store.layout import list_checkpoints
-from interp.store.run_folder import CONFIG_FILE, checkpoint_dir
+from interp.store.layout import LATEST_FILE, list_checkpoints
+from interp.store.run_folder import (
+    CHECKPOINTS_DIR,
+    COMPUTE_FILE,
+    CONFIG_FILE,
+    DONE_FILE,
+    METRICS_FILE,
+    SESSIONS_FILE,
+    checkpoint_dir,
+)
+
+RUN_RECORDS = (CONFIG_FILE, METRICS_FILE, DONE_FILE, COMPUTE_FILE)
+"""What a run's compact record holds: its configs, every evaluation, its summary and its CPU time
+(no weights, no session log): what a repository keeps of a run, a few kB."""
+
+
+def export_run(run: str | os.PathLike[str], dest: str | os.PathLike[str], weights: bool = False) -> Path:
+    """Copy `run`'s compact record (`RUN_RECORDS`) into the folder `dest`.
+
+    `dest` becomes the record of the run as it is now: a record file the run does not have
+    (DONE, while it trains) is removed from `dest` if an earlier export left one there. Hidden
+    files (the lock, temporary files) are never copied.
+
+    Args:
+        run: A run folder.
+        dest: The copy's folder (created if absent).
+        weights: Also copy the run's newest checkpoint whole (weights, optimizer and RNG state,
+            manifest), with LATEST naming it, and its session log: a copy that resumes. The
+            checkpoint is copied before the records, so records written while it is copied are
+            cut back to its step on resume.
+
+    Returns:
+        `dest`.
+
+    Raises:
+        CheckpointError: With `weights`, if `run` has no checkpoint.
+    """
+    run, dest = Path(run), Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    names = RUN_RECORDS
+    if weights:
+        steps = list_checkpoints(run)
+        if not steps:
+            raise CheckpointError(
+                f"{run} has no checkpoint to carry", "let the run write its first checkpoint"
+            )
+        newest = checkpoint_dir(run, steps[-1])
+        shutil.copytree(newest, checkpoint_dir(dest, steps[-1]))
+        (dest / CHECKPOINTS_DIR / LATEST_FILE).write_text(newest.name + "\n")
+        names = (*RUN_RECORDS, SESSIONS_FILE)
+    for name in names:
+        if (run / name).exists():
+            shutil.copyfile(run / name, dest / name)
+        elif (dest / name).exists():
+            (dest / name).unlink()  # a stale record of an earlier export
+    return dest
 
 
 def log_spaced(steps: list[int], count: int) -> list[int]:
@@ -60,7 +120,7 @@ def export_weights(
 
     Args:
         run_dir: A run folder with checkpoints.
-        dest: A run folder holding the run's `config.json` (e.g. written by `export_records`);
+        dest: A run folder holding the run's `config.json` (e.g. written by `export_run`);
             its checkpoints are replaced by the chosen steps.
         count: How many checkpoints to keep (>= 2; the first and the last are always kept).
         steps: Exactly these checkpoints instead (e.g. `dense_window`'s); each must exist.

@@ -31,6 +31,7 @@ from interp.errors import ConfigError, RunsInterrupted
 from interp.plugins import refuse_registered
 from interp.signals import stop_on_signals
 from interp.store.atomic import atomic_write_json
+from interp.store.export import export_run
 from interp.store.run_folder import FORMAT_VERSION, is_done, is_locked, read_done, read_json
 from interp.sweep.executors import Executor, Outcome, in_this_process
 
@@ -129,13 +130,9 @@ def read_sweep(sweep_dir: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
     return specs, data.get("meta", {})
 
 
-RECORD_FILES = ("config.json", "metrics.jsonl", "DONE", "compute.json")
-"""What a run's compact record holds: its configs, every evaluation, its summary and its CPU time
-(no weights)."""
-
-
 def export_records(sweep_dir: str | Path, dest: str | Path) -> list[Path]:
-    """Copy a sweep's compact records (sweep.json, and each run's `RECORD_FILES`) into `dest`.
+    """Copy a sweep's compact records (sweep.json, and each run's: `interp.store.export.export_run`)
+    into `dest`.
 
     What a repository keeps of a long experiment (`results/`): enough to rebuild every rate,
     table and training curve, a few kB a run. An unfinished run is copied without DONE, so a
@@ -149,16 +146,9 @@ def export_records(sweep_dir: str | Path, dest: str | Path) -> list[Path]:
     shutil.copyfile(sweep_dir / SWEEP_FILE, dest / SWEEP_FILE)
     written = []
     for spec in specs:
-        target = dest / Path(spec.out).relative_to(sweep_dir)
         if not Path(spec.out).is_dir():
             continue  # not started: nothing to keep (the report lists it from sweep.json)
-        target.mkdir(parents=True, exist_ok=True)
-        for name in RECORD_FILES:
-            if (Path(spec.out) / name).exists():
-                shutil.copyfile(Path(spec.out) / name, target / name)
-            elif (target / name).exists():
-                (target / name).unlink()  # a stale record of an earlier export
-        written.append(target)
+        written.append(export_run(spec.out, dest / Path(spec.out).relative_to(sweep_dir)))
     return written
 
 
@@ -167,23 +157,17 @@ def take_finished_records(records: str | Path, sweep_dir: str | Path) -> list[Pa
 
     The way back of `export_records`, for a sweep resumed on a machine that lost its run folders:
     a run whose record holds DONE is finished, and a sweep does not retrain a finished run, so
-    copying its record is enough (it has no checkpoints: dissect it from weights exported
-    separately). Run folders `sweep_dir` already holds, and unfinished records, are left alone:
-    those runs train (or resume) as usual. Returns the run folders written.
+    copying its record (`export_run`) is enough (it has no checkpoints: dissect it from weights
+    exported separately). Run folders `sweep_dir` already holds, and unfinished records, are
+    left alone: those runs train (or resume) as usual. Returns the run folders written.
     """
-    import shutil
-
     records, sweep_dir = Path(records), Path(sweep_dir)
     taken = []
     for done in sorted(records.rglob("DONE")):
         target = sweep_dir / done.parent.relative_to(records)
         if target.exists():
             continue
-        target.mkdir(parents=True)
-        for name in RECORD_FILES:
-            if (done.parent / name).exists():
-                shutil.copyfile(done.parent / name, target / name)
-        taken.append(target)
+        taken.append(export_run(done.parent, target))
     return taken
 
 

@@ -8,7 +8,7 @@
 #   scripts/gpu/study_b.sh OUT                 # on the GPU machine (installs what is missing)
 #   scripts/gpu/study_b.sh OUT --dry-run       # the same commands at tiny scale on this CPU
 #
-# Settings are protocol 2's (analyses.studies.study_b.settings.PROTOCOL_2; PRESET=protocol-3 runs
+# Settings are protocol 2's (analyses/studies/study_b/protocols/protocol-2.json; PRESET=protocol-3 runs
 # protocol 3, PRESET=protocol-2-walkers the shorter road that failed on seed 0, docs/study_b.md), with the walkers vectorised
 # (recorded: settings wlmd.engine = vectorized, so OUT resumes only with this script or --vectorize). SEEDS="0 1 2" runs other seeds; EXPORT=DIR sets the records' folder
 # [default: OUT/records]; SETTINGS='{"wlmd": {"walkers": 4}}' adds JSON overrides (a new OUT

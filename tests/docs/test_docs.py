@@ -219,7 +219,7 @@ def test_study_bs_retention_table_is_the_one_the_committed_records_rebuild(recor
     """docs/study_b.md quotes `interp study-b records results/study-b/RECORDS` as they stand
     (re-export and paste the tables again when a seed's records land).
     """
-    from analyses.studies.study_b.measure import markdown_tables
+    from analyses.studies.study_b.tables import markdown_tables
 
     tables = markdown_tables(DOCS.parent / "results" / "study-b" / records).split("\n\n")
     assert tables[0].startswith("| noise |") and re.search(r"^\| random \| \d+ \|", tables[0], re.M)

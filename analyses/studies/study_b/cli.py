@@ -207,6 +207,7 @@ def study_b_measure(
     import torch
 
     from analyses.studies.study_b import measure as measured
+    from analyses.studies.study_b import records, tables
 
     torch.set_num_threads(threads)
     if not table_only:
@@ -219,10 +220,10 @@ def study_b_measure(
         return
     # The tables, figures and records cover the seeds named: one still training beside them
     # (another command's) would show as an empty row.
-    click.echo(measured.write_tables(out, seed_list).read_text())
-    click.echo(f"figures: {len(measured.write_figures(out, seed_list))} HTML files in {out}/seed_*/")
+    click.echo(tables.write_tables(out, seed_list).read_text())
+    click.echo(f"figures: {len(records.write_figures(out, seed_list))} HTML files in {out}/seed_*/")
     if export_dir is not None:  # refused in one line when no seed named has finished
-        click.echo(f"records: {measured.export_results(out, export_dir, seed_list)}")
+        click.echo(f"records: {records.export_results(out, export_dir, seed_list)}")
     for seed, where in measured.unfinished(out, seed_list).items():
         left_out = "; left out of the records" if export_dir is not None else ""
         click.echo(f"seed {seed} is not measured yet ({where}): no retention row{left_out}", err=True)
@@ -265,7 +266,8 @@ def study_b_records(records: str, figures: str | None) -> None:
             f"{records} holds no finished injection run (no study_b_runs.csv, or one without rows)",
             "give a folder written by interp study-b measure --export from a finished seed",
         )
-    from analyses.studies.study_b.measure import markdown_tables, write_record_figures
+    from analyses.studies.study_b.records import write_record_figures
+    from analyses.studies.study_b.tables import markdown_tables
 
     click.echo(markdown_tables(records))
     if figures is not None:

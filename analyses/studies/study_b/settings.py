@@ -2,22 +2,25 @@
 
 `WLMDSettings` holds every setting of a WLMD sampling run from a start model (the walk, its
 grid and window relative to the start's collective variables, the ``ln f`` schedule, the
-production): `analyses.studies.study_b.protocol.wlmd_sample` takes it, `interp wlmd` generates its
+production): `analyses.studies.study_b.protocol.wlmd_sample` takes it, `interp study-b wlmd` generates its
 options from it, and `StudyBSettings` nests it. Its defaults are the study's wide grid with
 the time step the measured protocol used (2e-4); `CPU_WLMD` is the CPU-scale protocol's
 narrow grid around the start (docs/study_b.md has the reasoning).
 
 `StudyBSettings` is every setting of `analyses.studies.study_b.measure.measure`: the
-goldilocks AdamW run, the WLMD settings and the noise injection.
+goldilocks AdamW run, the WLMD settings and the noise injection. Protocols 2-6 are data, not
+code: one JSON file each under ``protocols/`` (shipped with the package), read by
+`load_protocol` into the `PRESETS` that ``interp study-b measure --preset`` names.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import json
 import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from interp.config import check_bool, check_choice, check_int, check_real, from_dict, param, to_dict
@@ -328,102 +331,28 @@ def settings_with(overrides: Mapping[str, Any], base: StudyBSettings | None = No
     return from_dict(StudyBSettings, merged, where="the study-B settings")
 
 
-LONG_WLMD = dataclasses.replace(
-    CPU_WLMD,
-    steps=100_000,
-    target_cosine=0.9,
-    max_steps=300_000,
-    report_every=5000,
-    checkpoint_every=5000,
-    production_steps=5000,
-)
-"""Issue 18's walk: `CPU_WLMD`'s grid and time step, at least 10^5 entropy steps and then on, in
-chunks of 5,000, until the walker's cosine to the AdamW start is <= 0.9, or 3 * 10^5 steps
-(the measured diffusion along the equal-loss shell needs ~2.7 * 10^5; docs/study_b.md)."""
+PROTOCOLS = ("protocol-2", "protocol-2-walkers", "protocol-3", "protocol-4", "protocol-5", "protocol-6")
+"""The protocols shipped as data, one ``protocols/<name>.json`` each (`to_dict` of its settings,
+byte for byte the ``settings.json`` its records hold under ``results/study-b/<name>``);
+``protocols/README.md`` says what each changed and why."""
 
-PROTOCOL_2 = StudyBSettings(
-    wlmd=LONG_WLMD,
-    injection_keep_norm=False,
-    injection_lr=3e-3,
-    max_steps=20_000,
-    eval_every=100,
-    target_flatness=0.8,
-)
-"""Issue 18's protocol: `LONG_WLMD`, and the injection chosen by the pilot runs of
-docs/study_b.md ("Protocol 2"), on pilot seed 100 by whether random noise reaches > 99.8%
-combined train accuracy: the norm constraint dropped during injection (on the sphere the noise
-accuracy stalls at ~0.14), AdamW lr 3e-3 (reached at step 2,779; lr 1e-3 was at 0.885 after
-3,000), a cap of 20,000 steps (the runs that do not reach it are recorded as such). A walk below
-the flatness target 0.8 (the classic Wang-Landau criterion) is reported as not testing the claim."""
 
-PROTOCOL_2_WALKERS = dataclasses.replace(
-    PROTOCOL_2,
-    wlmd=dataclasses.replace(LONG_WLMD, walkers=3, steps=10_000, target_walker="median"),
-    walker_starts="own",
-)
-"""Protocol 2 with the shorter road its pilots adopted (docs/study_b.md, "A shorter road"): three
-walkers sharing S, walker i > 0 from its own AdamW model, at least 10^4 entropy steps (the
-pilots' length) and then on until the median walker's cosine to its own start is <= 0.9 (the
-pilots' projection), within the same 3 * 10^5 budget. As in protocol 2 the ln f plateau spans
-the minimum steps (here 10^4) and decays as 1/t after them. The injected WLMD model is a sample of a
-walker that reached the cosine. It failed on seed 0 (docs/study_b.md); protocol 2 runs as written."""
+def load_protocol(name: str) -> StudyBSettings:
+    """The settings of protocol `name` (one of `PROTOCOLS`), read from its shipped JSON file.
 
-PROTOCOL_3 = dataclasses.replace(
-    PROTOCOL_2,
-    wlmd=dataclasses.replace(
-        LONG_WLMD,
-        steps=20_000,
-        max_steps=150_000,
-        report_every=1000,
-        checkpoint_every=1000,
-        edges="linear",
-        ln_f_schedule="classic",
-        ln_f0=10.0,
-        flat_over="x",
-        target_halvings=4,
-    ),
-    target_flatness=None,
-)
-"""Protocol 3 (docs/study_b.md, "Protocol 3: fixed before its seeds run"): protocol 2's grid,
-time step, production and injections, with the walk its pilots chose (`classic-10`: linear grid
-edges, ``ln f`` from 10, halved whenever the histogram is 80% flat over every x-bin). The entropy
-phase runs at least 20,000 steps (the pilots' length), then on until the walker's cosine to the
-AdamW start is <= 0.9 *and* ``ln f`` has been halved 4 times (to 0.625, below 1), within 1.5 *
-10^5 steps. Each halving is a flat histogram over every x-bin, so the halvings replace protocol
-2's flatness target (the histogram restarts at each one); a walk short of either target is
-reported as not testing the claim."""
+    An absent key reads as `interp.config.from_dict` reads it in a run's ``settings.json``: its
+    field's default, or its ``absent=`` value for a field whose default changed (protocols 2-5
+    name no ``wall_force``, so they keep the force, as they ran).
 
-PROTOCOL_4 = dataclasses.replace(PROTOCOL_3, wlmd=dataclasses.replace(PROTOCOL_3.wlmd, max_steps=300_000))
-"""Protocol 4 (docs/study_b.md, "Protocol 4: fixed before protocol 3's seeds 1 and 2 end"):
-protocol 3 with a step budget of 3 * 10^5 instead of 1.5 * 10^5, nothing else changed. The
-budget does not enter the dynamics, so each seed's protocol-4 walk is its protocol-3 walk
-continued from its final state (`study_b_state.restore_state` with these settings); a walk that
-met its targets within protocol 3's budget ends where it ended."""
+    Raises:
+        ConfigError: If `name` is not a shipped protocol, or its file does not hold valid settings.
+    """
+    if name not in PROTOCOLS:
+        raise ConfigError(f"unknown study-B protocol {name!r}", f"choose from {', '.join(PROTOCOLS)}")
+    path = resources.files(__package__).joinpath("protocols", f"{name}.json")
+    return from_dict(StudyBSettings, json.loads(path.read_text()), where=f"protocol file {name}.json")
 
-PROTOCOL_5 = dataclasses.replace(
-    PROTOCOL_4, wlmd=dataclasses.replace(PROTOCOL_4.wlmd, production_steps=50_000)
-)
-"""Protocol 5 (docs/study_b.md, "Protocol 5: fixed after two productions found no sample"):
-protocol 4 with up to 5 * 10^4 production steps instead of 5,000, nothing else changed.
-Production stops at its ``max_samples``-th sample, so a seed whose 5,000 steps gave all its
-samples gets the same samples and the same row; a seed whose production found none gets ten
-times the steps to reach the window. Its walks are protocol 4's, restored from their final
-states (`study_b_state.restore_state` with these settings)."""
 
-PROTOCOL_6 = dataclasses.replace(PROTOCOL_5, wlmd=dataclasses.replace(PROTOCOL_5.wlmd, wall_force="fresh"))
-"""Protocol 6 (docs/study_b.md, "Protocol 6: fixed before any protocol-5 number"): protocol 5
-with the force on a reflected walker recomputed under the current S (``wall_force="fresh"``)
-instead of kept from its last accepted step, nothing else changed. Under the kept force a
-walker whose every drift leaves the grid never moves again (protocol 4's seed 2 from step
-~162,000). The dynamics differ from the first reflection on, so every seed walks from its AdamW
-model again."""
-
-PRESETS = {
-    "cpu": StudyBSettings(),
-    "protocol-2": PROTOCOL_2,
-    "protocol-2-walkers": PROTOCOL_2_WALKERS,
-    "protocol-3": PROTOCOL_3,
-    "protocol-4": PROTOCOL_4,
-    "protocol-5": PROTOCOL_5,
-    "protocol-6": PROTOCOL_6,
-}
+PRESETS = {"cpu": StudyBSettings(), **{name: load_protocol(name) for name in PROTOCOLS}}
+"""The settings `interp study-b measure --preset` names: ``cpu`` (the defaults: protocol 1) and
+every shipped protocol (`load_protocol`)."""

@@ -2,9 +2,10 @@
 
 A protocol-2 walk costs hours of one core a seed, and its run folders hold every checkpoint of
 the walk (hundreds of MB over a long walk) outside the repository. The committed records
-(`study_b_measure.export_results`) hold no weights, so a replaced machine would restart every
-unfinished walk from step 0. `export_state(out, dest)` writes what resuming needs instead,
-per seed that has a walk:
+(`analyses.studies.study_b.records.export_results`) hold no weights, so a replaced machine
+would restart every unfinished walk from step 0. `export_state(out, dest)` writes what resuming
+needs instead (each run a resumable copy: `interp.store.export.export_run` with
+``weights=True``), per seed that has a walk:
 
 * ``seed_N/adamw/`` (and ``seed_N/adamw-start-<i>/``, the own starts of walkers i > 0 with
   ``walker_starts="own"``): the AdamW runs' records and newest checkpoints (the walk's starts;
@@ -44,15 +45,17 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from analyses.studies.study_b.measure import SETTINGS_FILE, compact_walk, settings_difference
+from analyses.studies.study_b.measure import SETTINGS_FILE, settings_difference
 from analyses.studies.study_b.protocol import WALK_FILE, walk_records
+from analyses.studies.study_b.records import compact_walk
 from analyses.studies.study_b.settings import StudyBSettings, settings_with
 from interp.config import to_dict
 from interp.errors import CheckpointError, ConfigError
 from interp.store import checkpoint_dir, list_checkpoints
 from interp.store.atomic import atomic_write_json
+from interp.store.export import export_run
 from interp.store.layout import LATEST_FILE
-from interp.store.run_folder import CHECKPOINTS_DIR, DONE_FILE, is_done
+from interp.store.run_folder import CHECKPOINTS_DIR, DONE_FILE, SESSIONS_FILE, is_done
 from interp.sweep.specs import seed_folders
 from interp.wlmd.sampler import PROGRESS_DIR
 
@@ -95,7 +98,7 @@ def export_state(out: str | Path, dest: str | Path) -> dict[int, int]:
             (staged / "wlmd").mkdir(parents=True)
             atomic_write_json(staged / "wlmd" / WALK_FILE, compact_walk(records))
             for run in [*RUNS, *sorted(p.name for p in folder.glob(START_RUNS))]:
-                _copy_newest(folder / run, staged / run)
+                export_run(folder / run, staged / run, weights=True)
             _copy_production(folder / "wlmd" / "samples", staged / "wlmd" / "samples")
             # Swap in the complete copy: a kill leaves the previous state or the new one (a
             # kill between the two renames leaves the previous one as .old: `_recover`).
@@ -286,7 +289,7 @@ def _copy_production(samples: Path, target: Path) -> None:
     if is_done(samples) or not progress.is_dir() or not list_checkpoints(progress):
         return
     try:
-        _copy_newest(progress, target / PROGRESS_DIR)
+        export_run(progress, target / PROGRESS_DIR, weights=True)
     except (FileNotFoundError, CheckpointError):
         if is_done(samples):  # it ended (and removed its resume points) meanwhile
             shutil.rmtree(target, ignore_errors=True)
@@ -297,23 +300,7 @@ def _copy_production(samples: Path, target: Path) -> None:
         shutil.copytree(checkpoint_dir(samples, step), checkpoint_dir(target, step))
     if steps:
         (target / CHECKPOINTS_DIR / LATEST_FILE).write_text(checkpoint_dir(samples, steps[-1]).name + "\n")
-    _copy_records(samples, target, leave_out=DONE_FILE)
-
-
-def _copy_newest(run: Path, target: Path) -> None:
-    """`run`'s records (its top-level files) and its newest checkpoint, with LATEST naming it."""
-    steps = list_checkpoints(run)
-    if not steps:
-        raise CheckpointError(f"{run} has no checkpoint to carry", "let the walk write its first chunk")
-    # The checkpoint first: records written after it are cut back to its step on resume.
-    newest = checkpoint_dir(run, steps[-1])
-    shutil.copytree(newest, checkpoint_dir(target, steps[-1]))
-    (target / CHECKPOINTS_DIR / LATEST_FILE).write_text(newest.name + "\n")
-    _copy_records(run, target)
-
-
-def _copy_records(run: Path, target: Path, leave_out: str | None = None) -> None:
-    """`run`'s top-level files (config, logs, DONE), but not the lock, a temporary file or `leave_out`."""
-    for path in run.iterdir():
-        if path.is_file() and not path.name.startswith(".") and path.name != leave_out:
-            shutil.copyfile(path, target / path.name)
+    export_run(samples, target)
+    (target / DONE_FILE).unlink(missing_ok=True)  # one that ended meanwhile finishes after restore
+    if (samples / SESSIONS_FILE).exists():  # it resumes in this folder: its session log goes with it
+        shutil.copyfile(samples / SESSIONS_FILE, target / SESSIONS_FILE)

@@ -39,7 +39,9 @@ from typing import Any
 
 import pandas as pd
 
-from analyses.studies.study_b.settings import PROTOCOL_2, StudyBSettings, WLMDSettings
+from analyses.studies.study_b.settings import PRESETS, StudyBSettings, WLMDSettings
+
+PROTOCOL_2 = PRESETS["protocol-2"]  # the pilots' base settings (protocols/protocol-2.json)
 
 TARGET_COSINE = 0.9
 PILOT_SEED = 100
@@ -386,7 +388,7 @@ def export_pilots(out: str | Path, dest: str | Path, variants: Sequence[Variant]
     """
     import shutil
 
-    from analyses.studies.study_b.measure import compact_walk
+    from analyses.studies.study_b.records import compact_walk
     from interp.store.atomic import atomic_write_json
 
     out, dest = Path(out), Path(dest)

@@ -7,6 +7,7 @@ import shutil
 import pytest
 import torch
 
+from analyses.studies.study_b import figures as study_b_figures
 from analyses.studies.study_b import protocol as study_b
 from interp.store.checkpoint import load_checkpoint
 from interp.store.run_folder import read_done, read_metrics
@@ -86,11 +87,13 @@ def test_protocol_end_to_end(source, tmp_path):
     for label, src in {"adamw": source, "wlmd": samples[0]}.items():
         study_b.inject(tmp_path / f"inj-{label}", src, "random", k=3, config=cfg)
     runs = {label: tmp_path / f"inj-{label}" for label in ("adamw", "wlmd")}
-    assert len(study_b.forgetting_figure(runs).data) == 4
-    ranks = study_b.rank_frame({"adamw": source, "wlmd": samples[0], "adamw after": runs["adamw"]})
+    assert len(study_b_figures.forgetting_figure(runs).data) == 4
+    ranks = study_b_figures.rank_frame({"adamw": source, "wlmd": samples[0], "adamw after": runs["adamw"]})
     assert {"adamw", "wlmd", "adamw after"} <= set(ranks.columns) and (ranks["wlmd"] >= 1).all()
-    assert len(study_b.rank_figure({"adamw": source}).data) == 1
-    cos = study_b.cosine_frame({label: (study_b.first_checkpoint(run), run) for label, run in runs.items()})
+    assert len(study_b_figures.rank_figure({"adamw": source}).data) == 1
+    cos = study_b_figures.cosine_frame(
+        {label: (study_b.first_checkpoint(run), run) for label, run in runs.items()}
+    )
     assert list(cos["model"]) == ["adamw", "wlmd"] and (cos["cosine"] <= 1 + 1e-9).all()
 
 

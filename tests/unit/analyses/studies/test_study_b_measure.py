@@ -11,8 +11,11 @@ import pandas as pd
 import pytest
 import torch
 
+from analyses.studies.study_b import figures as study_b_figures
 from analyses.studies.study_b import measure as study_b_measure
 from analyses.studies.study_b import protocol as study_b
+from analyses.studies.study_b import records as study_b_records
+from analyses.studies.study_b import tables as study_b_tables
 from analyses.studies.study_b.settings import Y_TOP, StudyBSettings, settings_with
 from interp.cli import main
 from interp.config import to_dict
@@ -62,20 +65,20 @@ def test_measure_runs_both_models_on_every_noise(measured):
     assert frame["cosine_before_after"].between(-1, 1 + 1e-9).all()
     wlmd_source = frame.loc[frame["model"] == "wlmd", "source"].iloc[0]
     assert "wlmd/samples/checkpoints" in wlmd_source  # the WLMD rows really start from a sample
-    pd.testing.assert_frame_equal(study_b_measure.table(out), frame)  # rebuilt from the folders, no training
+    pd.testing.assert_frame_equal(study_b_tables.table(out), frame)  # rebuilt from the folders, no training
 
 
 def test_tables_from_the_run_folders(measured, capsys):
     out, frame = measured
-    summary = study_b_measure.summary(frame)
+    summary = study_b_tables.summary(frame)
     assert len(summary) == 6 and (summary["seeds"] == 1).all()
-    wl = study_b_measure.wlmd_frame(out)
+    wl = study_b_tables.wlmd_frame(out)
     assert wl.loc[0, "samples"] >= 1 and -1 <= wl.loc[0, "cosine_adamw_wlmd"] <= 1 + 1e-9
     x0, _ = study_b.source_cvs(seed_folder(out, 0) / "adamw")
     assert abs(wl.loc[0, "x_wlmd"] - x0) <= TINY.wlmd.window_x + 1e-6  # the sample is in the window
-    ranks = study_b_measure.rank_table(out)
+    ranks = study_b_tables.rank_table(out)
     assert {"adamw before", "adamw after", "wlmd before", "wlmd after"} <= set(ranks.columns)
-    assert set(ranks["matrix"]) <= set(study_b_measure.RANK_MATRICES) and (ranks["wlmd before"] >= 1).all()
+    assert set(ranks["matrix"]) <= set(study_b_tables.RANK_MATRICES) and (ranks["wlmd before"] >= 1).all()
     with pytest.raises(SystemExit) as info:
         main(["study-b", "measure", str(out), "--seeds", "0", "--table-only"])
     assert info.value.code == 0
@@ -112,12 +115,14 @@ def test_the_walk_schedule_is_the_ramp_or_the_classic_one_and_old_settings_are_u
     """Protocols 1 and 2 write the settings they always wrote (so their folders resume); the
     classic schedule starts at ln_f0 and counts the bins flat_over names.
     """
-    from analyses.studies.study_b.settings import PROTOCOL_2
+    from analyses.studies.study_b.settings import PRESETS
 
-    assert not {"ln_f_schedule", "ln_f0", "flat_over"} & set(to_dict(PROTOCOL_2.wlmd))
-    ramp = PROTOCOL_2.wlmd.schedule()
+    protocol_2 = PRESETS["protocol-2"]
+
+    assert not {"ln_f_schedule", "ln_f0", "flat_over"} & set(to_dict(protocol_2.wlmd))
+    ramp = protocol_2.wlmd.schedule()
     assert (ramp.kind, ramp.ln_f_max, ramp.flat_over) == ("ramp", 0.01, "visited")
-    classic = dataclasses.replace(PROTOCOL_2.wlmd, ln_f_schedule="classic", ln_f0=2.0, flat_over="x")
+    classic = dataclasses.replace(protocol_2.wlmd, ln_f_schedule="classic", ln_f0=2.0, flat_over="x")
     assert to_dict(classic)["ln_f_schedule"] == "classic"
     schedule = classic.schedule()
     assert (schedule.kind, schedule.ln_f0, schedule.flat_over, schedule.flatness) == ("flat", 2.0, "x", 0.8)
@@ -188,7 +193,7 @@ def test_the_walk_runs_in_recorded_chunks_to_its_budget(measured_2):
     assert records[0]["cosine"] == [pytest.approx(1.0)] and records[0]["S_change"] is None
     assert all(0 <= r["flatness"] <= 1 and r["S_change"] is not None for r in records[1:])
     assert all(-1 <= c <= 1 + 1e-9 for r in records for c in r["cosine"])
-    wl = study_b_measure.wlmd_frame(out)
+    wl = study_b_tables.wlmd_frame(out)
     assert wl.loc[0, "walk_steps"] == 8 and wl.loc[0, "walk_cosine_max"] == max(records[-1]["cosine"])
 
 
@@ -232,12 +237,12 @@ def test_a_halving_target_extends_the_walk_to_its_budget_until_met(measured, tmp
     assert [r["step"] for r in records] == [0, 2, 4, 6, 8] and records[-1]["ln_f"] == 10.0
     # the table's walk columns hold the halvings of a classic walk only (the ramp's tables keep theirs)
     assert (
-        study_b_measure.walk_summary(tmp_path / "w", dataclasses.replace(TINY.wlmd, **classic))[
+        study_b_tables.walk_summary(tmp_path / "w", dataclasses.replace(TINY.wlmd, **classic))[
             "walk_halvings"
         ]
         == 0
     )
-    assert "walk_halvings" not in study_b_measure.walk_summary(tmp_path / "w", TINY.wlmd)
+    assert "walk_halvings" not in study_b_tables.walk_summary(tmp_path / "w", TINY.wlmd)
 
 
 def test_the_walk_targets_count_halvings_of_the_classic_schedule():
@@ -276,10 +281,13 @@ def test_the_walk_targets_count_halvings_of_the_classic_schedule():
     with pytest.raises(ConfigError, match="target_halvings .*ln_f_schedule"):
         settings_with({"wlmd": {"target_halvings": 2}})  # the ramp never halves
     settings = to_dict(PRESETS["protocol-3"])
-    assert study_b_measure.untested({"sample_walker_cosine": 0.8, "walk_halvings": 4}, settings) is None
-    assert study_b_measure.untested({"sample_walker_cosine": 0.95, "walk_halvings": 2}, settings) == (
-        "cosine 0.950 > 0.9, ln f halved 2 times < 4"
+    assert (
+        study_b_tables.untested({"samples": 4, "sample_walker_cosine": 0.8, "walk_halvings": 4}, settings)
+        is None
     )
+    assert study_b_tables.untested(
+        {"samples": 4, "sample_walker_cosine": 0.95, "walk_halvings": 2}, settings
+    ) == ("cosine 0.950 > 0.9, ln f halved 2 times < 4")
 
 
 def test_a_killed_walk_resumes_to_the_same_records(measured, tmp_path, monkeypatch):
@@ -305,7 +313,7 @@ def test_a_killed_walk_resumes_to_the_same_records(measured, tmp_path, monkeypat
 
 def test_export_keeps_no_weights_and_the_records_rebuild_the_tables(measured_2, tmp_path, capsys):
     out, frame = measured_2
-    dest = study_b_measure.export_results(out, tmp_path / "records")
+    dest = study_b_records.export_results(out, tmp_path / "records")
     files = [p for p in dest.rglob("*") if p.is_file()]
     assert not [p for p in files if p.suffix in (".safetensors", ".pt", ".bin")]
     assert sum(p.stat().st_size for p in files) < 2_000_000
@@ -328,14 +336,14 @@ def test_export_keeps_no_weights_and_the_records_rebuild_the_tables(measured_2, 
 
 def test_the_records_alone_draw_the_walks_and_the_forgetting_curves(measured_2, tmp_path, capsys):
     out, _ = measured_2
-    dest = study_b_measure.export_results(out, tmp_path / "records")
+    dest = study_b_records.export_results(out, tmp_path / "records")
     walk = json.loads((dest / "seed_0" / "walk.json").read_text())
     with pytest.raises(SystemExit) as info:
         main(["study-b", "records", str(dest), "--figures", str(tmp_path / "figures")])
     assert info.value.code == 0 and "figures: 4 HTML files" in capsys.readouterr().out
     for name in ("walks", *(f"seed_0/forgetting_{noise}" for noise in study_b_measure.NOISES)):
         assert (tmp_path / "figures" / f"{name}.html").stat().st_size > 1000, name
-    figures = study_b_measure.record_figures(dest)
+    figures = study_b_records.record_figures(dest)
     cosine, flatness, ln_f = figures["walks"].data
     assert list(cosine.x) == [r["step"] for r in walk] and list(cosine.y) == [r["cosine"][0] for r in walk]
     assert list(flatness.y) == [r["flatness"] for r in walk if r["flatness"] > 0]
@@ -365,7 +373,7 @@ def test_the_walk_figure_names_each_walker_and_places_log_targets_in_log_units()
         "seed 0": records([[1.0], [0.95], [0.9]], [0.0, 0.2, 0.5]),
         "seed 1": records([[1.0, 1.0], [0.97, 0.93]], [0.0, 0.1]),
     }
-    fig = study_b.walk_figure(walks, target_cosine=0.9, target_flatness=0.8, target_ln_f=0.625)
+    fig = study_b_figures.walk_figure(walks, target_cosine=0.9, target_flatness=0.8, target_ln_f=0.625)
     names = [t.name for t in fig.data if t.showlegend is not False]
     assert names == ["seed 0", "seed 1, walker 0", "seed 1, walker 1"]
     assert list(fig.data[5].y) == [0.1] and list(fig.data[5].customdata) == [1]  # flatness 0 is left out
@@ -379,15 +387,15 @@ def test_the_walk_figure_names_each_walker_and_places_log_targets_in_log_units()
     }
     assert not [a for a in fig.layout.annotations if a.text.startswith("flatness 0")]
     # A walk that has not covered its bins yet (protocol 3's count) says why its panel is empty.
-    empty = study_b.walk_figure({"seed 0": records([[1.0], [0.95]], [0.0, 0.0])})
+    empty = study_b_figures.walk_figure({"seed 0": records([[1.0], [0.95]], [0.0, 0.0])})
     assert [a.text for a in empty.layout.annotations if a.text.startswith("flatness 0")] == [
         "flatness 0 at every record: a bin it counts has not been visited yet"
     ]
     # protocol 3's halvings target is drawn where its ln f lies: ln f0 / 2 ** halvings
     from analyses.studies.study_b.settings import PRESETS
 
-    assert study_b_measure._targets(to_dict(PRESETS["protocol-3"])) == (0.9, None, 0.625)
-    assert study_b_measure._targets(to_dict(PRESETS["protocol-2"])) == (0.9, 0.8, None)
+    assert study_b_records._targets(to_dict(PRESETS["protocol-3"])) == (0.9, None, 0.625)
+    assert study_b_records._targets(to_dict(PRESETS["protocol-2"])) == (0.9, 0.8, None)
 
 
 @pytest.mark.parametrize(
@@ -467,30 +475,48 @@ def test_records_without_a_finished_run_exit_2(tmp_path, capsys, written):
     err = capsys.readouterr().err
     assert info.value.code == 2 and "no finished injection run" in err and len(err.strip().splitlines()) == 1
     with pytest.raises(ConfigError, match="no finished injection run"):  # the API refuses it too
-        study_b_measure.markdown_tables(tmp_path)
+        study_b_tables.markdown_tables(tmp_path)
 
 
 def test_a_walk_tests_the_claim_only_when_it_reached_both_targets():
     settings = {"wlmd": {"target_cosine": 0.9}, "target_flatness": 0.8}
-    assert study_b_measure.untested({"sample_walker_cosine": 0.88, "walk_flatness": 0.85}, settings) is None
+    reached = {"samples": 4, "sample_walker_cosine": 0.88, "walk_flatness": 0.85}
+    assert study_b_tables.untested(reached, settings) is None
     assert (
-        study_b_measure.untested({"sample_walker_cosine": 0.95, "walk_flatness": 0.85}, settings)
+        study_b_tables.untested({"samples": 4, "sample_walker_cosine": 0.95, "walk_flatness": 0.85}, settings)
         == "cosine 0.950 > 0.9"
     )
-    assert study_b_measure.untested({"sample_walker_cosine": 0.95, "walk_flatness": 0.1}, settings) == (
-        "cosine 0.950 > 0.9, flatness 0.1 < 0.8"
-    )
+    assert study_b_tables.untested(
+        {"samples": 4, "sample_walker_cosine": 0.95, "walk_flatness": 0.1}, settings
+    ) == ("cosine 0.950 > 0.9, flatness 0.1 < 0.8")
     # no sample to inject comes first, and the walk's own shortfalls still show
     halving = {"wlmd": {"target_cosine": 0.9, "target_halvings": 4}}
-    assert study_b_measure.untested({"samples": 0, "walk_halvings": 3, "walk_cosine_max": 0.3}, halving) == (
+    assert study_b_tables.untested({"samples": 0, "walk_halvings": 3, "walk_cosine_max": 0.3}, halving) == (
         "no production sample in the window, ln f halved 3 times < 4"
     )
     assert (
-        study_b_measure.untested({"samples": 4, "walk_halvings": 4, "sample_walker_cosine": 0.6}, halving)
+        study_b_tables.untested({"samples": 4, "walk_halvings": 4, "sample_walker_cosine": 0.6}, halving)
         is None
     )
-    # protocol 1's records: no per-walker cosine (the largest is read) and no flatness target
-    assert study_b_measure.untested({"walk_cosine_max": 0.997, "walk_flatness": 0.1}, {"wlmd": {}}) is None
+    # protocol 1's settings set no target: its rows say so instead of counting as tested
+    assert study_b_tables.untested({"walk_cosine_max": 0.997, "walk_flatness": 0.1}, {"wlmd": {}}) == (
+        "no targets set"
+    )
+    # strict: a value a set target needs and the row lacks (absent or NaN) is not met
+    assert study_b_tables.untested({"samples": 4, "walk_halvings": float("nan")}, halving) == (
+        "no cosine to the start recorded (target 0.9), no ln f halvings recorded (target 4)"
+    )
+    assert study_b_tables.untested({"sample_walker_cosine": 0.5, "walk_flatness": 0.9}, settings) == (
+        "no sample count recorded"
+    )
+    # without a sample there is no sample's cosine to miss: the missing sample is the reason
+    no_sample = {
+        "samples": 0,
+        "sample_walker_cosine": float("nan"),
+        "walk_cosine_max": 0.95,
+        "walk_halvings": 4,
+    }
+    assert study_b_tables.untested(no_sample, halving) == "no production sample in the window"
 
 
 def test_a_walk_whose_production_finds_no_sample_is_a_row_that_does_not_test_the_claim(tmp_path, capsys):
@@ -508,16 +534,16 @@ def test_a_walk_whose_production_finds_no_sample_is_a_row_that_does_not_test_the
     finally:
         torch.set_num_threads(before)
     assert set(frame["model"]) == {"adamw"}
-    row = study_b_measure.wlmd_frame(tmp_path / "out").iloc[0]
+    row = study_b_tables.wlmd_frame(tmp_path / "out").iloc[0]
     walk = study_b.walk_records(seed_folder(tmp_path / "out", 0) / "wlmd")
     x0, y0 = study_b.source_cvs(seed_folder(tmp_path / "out", 0) / "adamw")
     assert row["samples"] == 0 and row["walk_steps"] == walk[-1]["step"] > 0
     assert (row["x_adamw"], row["y_adamw"]) == (x0, y0) and pd.isna(row["x_wlmd"])
     measured = json.loads(json.dumps(to_dict(settings)))
-    assert study_b_measure.untested(row, measured) == "no production sample in the window"
+    assert study_b_tables.untested(row, measured) == "no production sample in the window"
 
-    dest = study_b_measure.export_results(tmp_path / "out", tmp_path / "records")
-    text = study_b_measure.markdown_tables(dest)
+    dest = study_b_records.export_results(tmp_path / "out", tmp_path / "records")
+    text = study_b_tables.markdown_tables(dest)
     for noise in study_b_measure.NOISES:
         (line,) = [r for r in text.splitlines() if r.startswith(f"| {noise} | 0 |")]
         assert line.split(" | ")[3] == "-"  # no WLMD accuracy
@@ -525,7 +551,7 @@ def test_a_walk_whose_production_finds_no_sample_is_a_row_that_does_not_test_the
     # The same table's columns, whichever seed comes first.
     wlmd = pd.read_csv(dest / "study_b_wlmd.csv")
     assert list(wlmd.columns[:4]) == ["seed", "samples", "x_adamw", "y_adamw"]
-    assert list(wlmd.columns[4:10]) == list(study_b_measure._SAMPLE_COLUMNS)
+    assert list(wlmd.columns[4:10]) == list(study_b_tables._SAMPLE_COLUMNS)
 
 
 def test_the_median_walker_or_every_walker_decides_the_cosine_and_starts_are_own_seeds():
@@ -559,9 +585,9 @@ def test_the_seeds_named_are_the_ones_tabulated_and_exported(measured_2, tmp_pat
     training = out / "seed_7"
     (training / "adamw").mkdir(parents=True)
     try:
-        named = study_b_measure.wlmd_frame(out, seeds=[0])
-        every = study_b_measure.wlmd_frame(out)
-        dest = study_b_measure.export_results(out, tmp_path / "records", seeds=[0])
+        named = study_b_tables.wlmd_frame(out, seeds=[0])
+        every = study_b_tables.wlmd_frame(out)
+        dest = study_b_records.export_results(out, tmp_path / "records", seeds=[0])
     finally:
         shutil.rmtree(training)
     assert list(named["seed"]) == [0] and list(every["seed"]) == [0, 7]
@@ -575,13 +601,13 @@ def test_an_export_adds_its_seeds_to_the_records_already_there(measured_2, tmp_p
     ranks count both, exporting seed 1 again replaces its rows, other settings are refused.
     """
     out, _ = measured_2
-    dest = study_b_measure.export_results(out, tmp_path / "records", seeds=[0])
+    dest = study_b_records.export_results(out, tmp_path / "records", seeds=[0])
     first = pd.read_csv(dest / "study_b_runs.csv")
     other = tmp_path / "other"
     shutil.copytree(out, other)
     shutil.rmtree(other / "seed_0" / "inject-adamw-sum")  # so that seed 1's rows differ from seed 0's
     (other / "seed_0").rename(other / "seed_1")
-    study_b_measure.export_results(other, dest, seeds=[1])
+    study_b_records.export_results(other, dest, seeds=[1])
     runs = pd.read_csv(dest / "study_b_runs.csv")
     assert list(runs["seed"]) == [0] * len(first) + [1] * (len(first) - 1)
     pd.testing.assert_frame_equal(runs[runs["seed"] == 0], first)
@@ -589,16 +615,16 @@ def test_an_export_adds_its_seeds_to_the_records_already_there(measured_2, tmp_p
     summary = pd.read_csv(dest / "study_b_summary.csv").set_index(["noise", "model"])
     assert summary.loc[("random", "adamw"), "seeds"] == 2 and summary.loc[("sum", "adamw"), "seeds"] == 1
     ranks = pd.read_csv(dest / "study_b_ranks_random.csv")
-    seed_0 = pd.read_csv(dest / "seed_0" / study_b_measure.SEED_RANKS)
+    seed_0 = pd.read_csv(dest / "seed_0" / study_b_records.SEED_RANKS)
     assert (ranks["seeds"] == 2).all() and ranks["adamw after"].tolist() == pytest.approx(
         seed_0["adamw after"].tolist()
     )  # the same runs under two names: the mean of equal ranks
-    study_b_measure.export_results(other, dest, seeds=[1])
+    study_b_records.export_results(other, dest, seeds=[1])
     pd.testing.assert_frame_equal(pd.read_csv(dest / "study_b_runs.csv"), runs)
     settings = json.loads((other / "settings.json").read_text())
     (other / "settings.json").write_text(json.dumps({**settings, "k": settings["k"] + 1}))
     with pytest.raises(ConfigError, match="other settings"):
-        study_b_measure.export_results(other, dest, seeds=[1])
+        study_b_records.export_results(other, dest, seeds=[1])
 
 
 def test_paired_differences_are_seed_by_seed_with_t_intervals_and_tested_seeds_apart():
@@ -620,11 +646,11 @@ def test_paired_differences_are_seed_by_seed_with_t_intervals_and_tested_seeds_a
     settings = {"wlmd": {"target_cosine": 0.9}, "target_flatness": 0.8}
     wlmd = pd.DataFrame(
         [  # seed 1's walk stayed too close to its start: it does not test the claim
-            {"seed": s, "sample_walker_cosine": c, "walk_flatness": 0.9}
+            {"seed": s, "samples": 4, "sample_walker_cosine": c, "walk_flatness": 0.9}
             for s, c in ((0, 0.5), (1, 0.95), (2, 0.4))
         ]
     )
-    frame = study_b_measure.paired_differences(runs, wlmd, settings).set_index("noise")
+    frame = study_b_tables.paired_differences(runs, wlmd, settings).set_index("noise")
     diffs = [w - a for a, w in acc.values()]
     low, high = stats.t.interval(0.95, 2, loc=sum(diffs) / 3, scale=stats.sem(diffs))
     random = frame.loc["random"]
@@ -636,14 +662,14 @@ def test_paired_differences_are_seed_by_seed_with_t_intervals_and_tested_seeds_a
         (low, high)
     )
     assert frame.loc["sum", "seeds"] == 0 and math.isnan(frame.loc["sum", "mean"])
-    assert study_b_measure.paired_differences(runs, None, settings).loc[0, "tested"] == 0
-    text = study_b_measure._difference_markdown(frame.reset_index())
+    assert study_b_tables.paired_differences(runs, None, settings).loc[0, "tested"] == 0
+    text = study_b_tables._difference_markdown(frame.reset_index())
     assert f"| random | 3 | +0.2000 [{frame.loc['random', 'low']:+.4f}, " in text
     assert "| sum | 0 | - | 0 | - |" in text
 
 
 def test_the_wlmd_table_prints_counts_as_counts_and_a_small_flatness_in_digits():
-    cell = study_b_measure._wlmd_cell
+    cell = study_b_tables._wlmd_cell
     assert [cell("walls", 229484.0), cell("seed", 0.0), cell("walk_steps", 7)] == ["229484", "0", 7]
     assert [cell("walk_flatness", 3.3e-5), cell("walk_flatness", 0.0), cell("walk_cosine_max", 0.9089)] == [
         "3.3e-05",

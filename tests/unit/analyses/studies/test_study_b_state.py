@@ -13,6 +13,8 @@ import torch
 
 from analyses.studies.study_b import measure as study_b_measure
 from analyses.studies.study_b import protocol as study_b
+from analyses.studies.study_b import records as study_b_records
+from analyses.studies.study_b import tables as study_b_tables
 from analyses.studies.study_b.settings import settings_with
 from analyses.studies.study_b.state import export_state, restore_state
 from interp.config import to_dict
@@ -125,7 +127,7 @@ def _assert_same_measurement(out, reference, resumed_at):
     assert step == expected_step > resumed_at
     # Every record as the uninterrupted walk wrote it (S, which only the last record keeps once
     # exported, compared where both kept it: from the first record written after the resume).
-    assert study_b_measure.compact_walk(records) == study_b_measure.compact_walk(expected_records)
+    assert study_b_records.compact_walk(records) == study_b_records.compact_walk(expected_records)
     after = [i for i, r in enumerate(records) if r["step"] > resumed_at]
     assert [records[i]["S"] for i in after] == [expected_records[i]["S"] for i in after]
     for name, value in expected.items():
@@ -135,9 +137,9 @@ def _assert_same_measurement(out, reference, resumed_at):
             assert sampler[name] == value, name
     # ... and the injections that follow start from the same WLMD sample.
     assert (
-        study_b_measure.table(out)
+        study_b_tables.table(out)
         .drop(columns="source")
-        .equals(study_b_measure.table(reference).drop(columns="source"))
+        .equals(study_b_tables.table(reference).drop(columns="source"))
     )
 
 
@@ -218,8 +220,8 @@ def _assert_same_samples_and_rows(out, reference):
         assert weights[0].keys() == weights[1].keys()
         assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[1])
     pd.testing.assert_frame_equal(
-        study_b_measure.table(out).drop(columns="source"),
-        study_b_measure.table(reference).drop(columns="source"),
+        study_b_tables.table(out).drop(columns="source"),
+        study_b_tables.table(reference).drop(columns="source"),
     )
 
 
@@ -415,7 +417,7 @@ def test_a_walk_started_anew_under_other_dynamics_keeps_the_adamw_models_and_the
     walk = seed_folder(out, 0) / "wlmd"
     assert [r["step"] for r in study_b.walk_records(walk)][0] == 0
     assert load_checkpoint(walk / "entropy").config["wlmd"]["wall_force"] == "fresh"
-    rows = [study_b_measure.table(folder) for folder in (straight, out)]
+    rows = [study_b_tables.table(folder) for folder in (straight, out)]
     adamw_rows = [r[r["source"] == "adamw"].drop(columns="source").reset_index(drop=True) for r in rows]
     pd.testing.assert_frame_equal(*adamw_rows)
 

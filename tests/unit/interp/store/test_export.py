@@ -9,8 +9,9 @@ import torch
 
 from analyses import load_subject
 from interp.errors import CheckpointError
-from interp.store import export_weights, list_checkpoints, load_checkpoint
-from interp.store.export import dense_window, log_spaced
+from interp.store import export_run, export_weights, list_checkpoints, load_checkpoint, save_checkpoint
+from interp.store.export import RUN_RECORDS, dense_window, log_spaced
+from interp.store.run_folder import FORMAT_VERSION
 from interp.training import TrainConfig, train
 from tasks import MPSPTask
 from tests.builders import tiny_transformer
@@ -66,3 +67,39 @@ def test_exported_weights_load_and_analyse_like_the_originals(tmp_path):
 def test_export_says_what_is_missing(tmp_path):
     with pytest.raises(CheckpointError, match="no checkpoints"):
         export_weights(tmp_path, tmp_path / "dest")
+
+
+def test_a_runs_compact_record_is_one_set_of_files_and_a_resumable_copy_adds_its_newest_checkpoint(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    files = {
+        "config.json": f'{{"format_version": {FORMAT_VERSION}}}',
+        "metrics.jsonl": '{"step": 0}\n',
+        "compute.json": '{"cpu_seconds": 1.0}',
+    }
+    for name, text in {**files, "sessions.jsonl": '{"step": 0}\n', ".lock": "", "notes.txt": "x"}.items():
+        (run / name).write_text(text)
+    for step in (0, 5):
+        save_checkpoint(run, step, {"w": torch.full((2,), float(step))}, train_state={"step": step})
+
+    record = tmp_path / "record"
+    record.mkdir()
+    (record / "DONE").write_text("{}")  # an earlier export's, of a run that is not done now
+    assert export_run(run, record) == record
+    # The record: what RUN_RECORDS names and the run has; no lock, session log, other file or weights.
+    assert sorted(p.name for p in record.iterdir()) == sorted(files) == sorted(set(RUN_RECORDS) - {"DONE"})
+    assert all((record / name).read_text() == text for name, text in files.items())
+    (run / "DONE").write_text('{"steps": 5}')
+    export_run(run, record)
+    assert (record / "DONE").read_text() == '{"steps": 5}'
+
+    carried = export_run(run, tmp_path / "carried", weights=True)
+    assert (
+        list_checkpoints(carried) == [5]
+        and (carried / "checkpoints" / "LATEST").read_text() == "step_000005\n"
+    )
+    copy = load_checkpoint(carried / "checkpoints" / "step_000005")
+    assert torch.equal(copy.state_dict["w"], torch.full((2,), 5.0)) and copy.train_state == {"step": 5}
+    assert (carried / "sessions.jsonl").read_text() == '{"step": 0}\n' and not (carried / ".lock").exists()
+    with pytest.raises(CheckpointError, match="has no checkpoint to carry"):
+        export_run(record, tmp_path / "nothing", weights=True)
