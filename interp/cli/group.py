@@ -111,8 +111,9 @@ class CommandGroup(click.Group):
     ) -> tuple[str | None, click.Command | None, list[str]]:
         """Check an analysis command's run folder and splits (torch-free) before loading it."""
         if args and args[0] in REGISTRY and not ctx.resilient_parsing:
-            from interp.cli.preflight import check_analysis_args
+            from interp.cli.preflight import check_analysis_args, check_params_args
 
+            check_params_args(args[0], args[1:])
             check_analysis_args(args[1:])
         return super().resolve_command(ctx, args)
 
