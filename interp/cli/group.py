@@ -48,6 +48,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Study B (the grokked illusion): the protocol per seed, and its tables.",
     ),
     "study-c": ("interp.cli.studies", "Study C (label-noise grokking): tables and figures of its sweeps."),
+    "stages": (
+        "interp.cli.stages",
+        "Stage boundaries in a run's metrics or an evolve table: LLC critical points, change points, onsets.",
+    ),
     "import": (
         "interp.cli.imports",
         "Bring a TransformerLens-convention checkpoint into a run folder (no pickled code).",
