@@ -77,8 +77,10 @@ def assess(losses: np.ndarray, init_loss: float, n_beta: float, sampled: int) ->
     shift = n_beta * (losses[:, -quarter:].mean(axis=1) - losses[:, :quarter].mean(axis=1))
     drift = float(shift.mean())
     drift_se = float(shift.std(ddof=1) / math.sqrt(chains)) if chains > 1 else None
-    rhat = float(array_stats.rhat(losses)) if chains > 1 and draws >= 4 else None
-    ess = float(array_stats.ess(losses)) if draws >= 4 else None
+    # Chains whose losses do not vary (a step size far too small) give 0/0: NaN, which flags.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rhat = float(array_stats.rhat(losses)) if chains > 1 and draws >= 4 else None
+        ess = float(array_stats.ess(losses)) if draws >= 4 else None
     se = float(per_chain.std(ddof=1) / math.sqrt(chains)) if chains > 1 else 0.0
     if estimate - 2 * se > sampled / 2 or (per_chain > sampled).any():
         flags.append("diverged")
