@@ -72,4 +72,21 @@ REGISTRY: dict[str, tuple[str, str]] = {
         "analyses.prune",
         "Remove a quadratic MLP's hidden neurons lowest-IPR first: clean, corrupted and test accuracy.",
     ),
+    "llc": (
+        "analyses.llc",
+        "Local learning coefficient by localized SGLD, whole model or one head / MLP / embedding, with "
+        "chain health flags.",
+    ),
+    "llc-calibrate": (
+        "analyses.llc_calibrate",
+        "Sweep LLC step size x n_beta on one checkpoint: estimate and chain health per cell, and the "
+        "recommended setting.",
+    ),
 }
+
+EARLY_PARAMS: dict[str, tuple[str, str]] = {
+    "llc": ("analyses.llc_params", "Params"),
+    "llc-calibrate": ("analyses.llc_params", "CalibrateParams"),
+}
+"""Analyses whose `Params` live in a torch-free module (module, class): the CLI builds them from
+the raw arguments before it loads torch, so a bad value fails in a fraction of a second."""

@@ -13,13 +13,14 @@ from interp.lazy import lazy_surface
 
 __version__ = "0.1.0"
 
-_SUBPACKAGES = ("interp.store", "interp.training", "interp.dissect", "interp.wlmd", "interp.sweep")
+_SUBPACKAGES = ("interp.store", "interp.training", "interp.dissect", "interp.wlmd", "interp.sweep", "interp.stages")
 _OWN = {
     "Split": "interp.splits",
     "Task": "interp.splits",
     "split_digests": "interp.splits",
     "evaluate": "interp.metrics",
     "milestones": "interp.metrics",
+    "find_rise": "interp.metrics",
     "per_example_loss": "interp.metrics",
     "format_table": "interp.text",
     "splits_table": "interp.text",

@@ -13,7 +13,7 @@ import click
 from analyses import analysis_names
 from analyses.registry import REGISTRY
 from interp.cli.options import config_params
-from interp.cli.preflight import check_evolve_args, opened_run
+from interp.cli.preflight import check_evolve_args, early_params, opened_run
 from interp.errors import ConfigError, did_you_mean
 from interp.store.handle import writable
 
@@ -147,6 +147,8 @@ def evolve(
         {name.strip().replace("-", "_"): text.strip() for name, _, text in (p.partition("=") for p in own)}
         for own in items.values()
     ]
+    for name, own in zip(items, given):
+        early_params(name, own)  # a torch-free Params checks its values before the run opens
     run = check_evolve_args(run_dir, *given)  # opened once: every analysis reads its config from it
     steps = run.select_steps(checkpoints)  # a step without a checkpoint is refused before torch loads
     from analyses import get_analysis

@@ -35,6 +35,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "interp.cli.analyses",
         "Run a registered analysis over every checkpoint of a run (cached per step).",
     ),
+    "stages": (
+        "interp.cli.stages",
+        "Stage boundaries in a run's metrics or an evolve table: LLC critical points, change points, onsets.",
+    ),
     "import": (
         "interp.cli.imports",
         "Bring a TransformerLens-convention checkpoint into a run folder (no pickled code).",
@@ -104,8 +108,9 @@ class CommandGroup(click.Group):
     ) -> tuple[str | None, click.Command | None, list[str]]:
         """Check an analysis command's run folder and splits (torch-free) before loading it."""
         if args and (args[0] in REGISTRY or args[0] in plugin_analyses()) and not ctx.resilient_parsing:
-            from interp.cli.preflight import check_analysis_args
+            from interp.cli.preflight import check_analysis_args, check_params_args
 
+            check_params_args(args[0], args[1:])
             check_analysis_args(args[1:])
         return super().resolve_command(ctx, args)
 

@@ -63,6 +63,51 @@ def check_analysis_args(args: Sequence[str]) -> RunHandle | None:
     return None
 
 
+def check_params_args(name: str, args: Sequence[str]) -> None:
+    """Build analysis `name`'s torch-free `Params` (`analyses.registry.EARLY_PARAMS`) from its raw
+    arguments, so their own checks refuse a bad value before the model loads.
+
+    Values that do not convert to the field's type are left to click, which names them.
+
+    Raises:
+        ConfigError: From the `Params` checks (one line, naming the value and what is valid).
+    """
+    import dataclasses
+    import importlib
+
+    from analyses.registry import EARLY_PARAMS
+    from interp.cli.options import flag_of
+
+    if name not in EARLY_PARAMS or {"-h", "--help"} & set(args):
+        return
+    module, attribute = EARLY_PARAMS[name]
+    params = getattr(importlib.import_module(module), attribute)
+    values: dict[str, Any] = {}
+    for field in dataclasses.fields(params):
+        given = option_values(args, flag_of(field.name))[-1:]
+        kind = type(field.default)
+        if given and kind in (int, float, str):
+            try:
+                values[field.name] = kind(given[0])
+            except ValueError:
+                continue
+    params(**values)
+
+
+def early_params(name: str, items: dict[str, str]) -> None:
+    """Build analysis `name`'s torch-free `Params` from ``--param`` texts (`interp evolve`), if it has them."""
+    import importlib
+    from types import SimpleNamespace
+
+    from analyses.registry import EARLY_PARAMS
+    from interp.cli.analyses import params_from_strings
+
+    if name in EARLY_PARAMS:
+        module, attribute = EARLY_PARAMS[name]
+        params = getattr(importlib.import_module(module), attribute)
+        params_from_strings(SimpleNamespace(params=params, name=name), [f"{k}={v}" for k, v in items.items()])
+
+
 def check_evolve_args(run_dir: str, *params: dict[str, Any]) -> RunHandle:
     """Check the run folder and split parameters of `interp evolve` (and `interp study-a
     evolution`) before the analysis loads.

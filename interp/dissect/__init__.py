@@ -39,6 +39,8 @@ _MODULES = {
     "interp.dissect.edges": ("EdgeGraph", "edge_graph", "run_with_edges", "with_split_inputs"),
     "interp.dissect.edge_attribution": ("agreement", "exact_scores", "gradient_scores"),
     "interp.dissect.circuits": ("faithfulness_curve", "smallest_faithful"),
+    "interp.dissect.learning_coefficient": ("LLCEstimate", "default_n_beta", "llc", "reference_loss"),
+    "interp.dissect.weight_parts": ("parse_restrict", "restrict_masks"),
 }
 _NAMES = {name: module for module, names in _MODULES.items() for name in names}
 __all__ = sorted(_NAMES)

@@ -1,0 +1,131 @@
+"""Time an LLC estimate of a checkpoint against 30 full-batch training epochs of the same model.
+
+Run: `PYTHONPATH=$PWD .venv/bin/python benchmarks/llc.py [--run results/study-a/series/mpsp-2l2h-r0.9]
+[--calibration FOLDER] [--threads 2] [--batches 64,256,1024] [--epochs 30]`.
+
+In one process, on the same threads:
+
+1. **vmap vs loop**: seconds per sampler step of 4 chains, all in one `torch.func.vmap` call
+   against a Python loop over the chains (median of 5 steps after 1 warm-up), batch 256;
+2. **the target**: one checkpoint's estimate at the given settings (the calibration's step size
+   and n_beta if given, else `llc`'s defaults; 4 chains, 200 draws, 100 burn-in) against 30
+   full-batch training epochs of the same model (the training loop's forward, `fast_readout`,
+   cross-entropy, AdamW, on the run's 16,384 examples), and their ratio (target: <= 1);
+3. **precision against time**: the same estimate at each batch size of `--batches`: its
+   standard error over chains and its seconds (minibatch noise at ``n_beta = n / log n`` grows
+   as the batch shrinks).
+
+It prints the CPU (model name, AVX-512 or not), the torch threads and the 1-minute load before
+and after: on a loaded machine every number is indicative only (benchmarks/README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+
+def cpu_line() -> str:
+    """The CPU's model name and whether it has AVX-512, from /proc/cpuinfo."""
+    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    name = next(
+        (line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), "?"
+    )
+    return f"{name} ({'AVX-512' if 'avx512f' in text else 'no AVX-512'}), {os.cpu_count()} cores, {platform.machine()}"
+
+
+def step_times(subject, batch: int, chains: int = 4, repeats: int = 5) -> dict[str, float]:
+    """Median seconds per sampler step, vmap against loop."""
+    from analyses.llc import loss_of
+    from interp.dissect.learning_coefficient import llc
+
+    split = subject.split("train")
+    out = {}
+    for vectorize in (True, False):
+        times = []
+        for seed in range(repeats + 1):
+            est = llc(
+                subject.model, (split.tokens, split.labels), loss_of(subject.loss), step_size=1e-7, chains=chains,
+                draws=1, burn_in=0, batch_size=batch, seed=seed, vectorize=vectorize,
+            )  # fmt: skip
+            times.append(est.seconds)
+        out["vmap" if vectorize else "loop"] = statistics.median(times[1:])
+    return out
+
+
+def epochs_seconds(subject, epochs: int) -> float:
+    """Seconds of `epochs` full-batch training epochs (fast_readout, cross-entropy, AdamW) on a copy."""
+    import copy
+
+    import torch.nn.functional as F
+
+    model = copy.deepcopy(subject.model)
+    split = subject.split("train")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.98), weight_decay=0.1)
+    forward = getattr(model, "fast_readout", model.readout)
+    start = time.perf_counter()
+    for _ in range(epochs):
+        loss = F.cross_entropy(forward(split.tokens), split.labels)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    """Measure and print (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run", default="results/study-a/series/mpsp-2l2h-r0.9")
+    parser.add_argument("--calibration", default="")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=30)
+    parser.add_argument("--batches", default="64,256,1024")
+    parser.add_argument("--draws", type=int, default=200)
+    parser.add_argument("--burn-in", type=int, default=100)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    from analyses import get_analysis, load_subject
+
+    llc = get_analysis("llc")
+    subject = load_subject(args.run)
+    print(f"CPU: {cpu_line()}; torch threads {torch.get_num_threads()}; load before {os.getloadavg()[0]:.2f}")
+    print(
+        f"checkpoint: {subject.source} (step {subject.step}), train split {len(subject.split('train')):,} examples"
+    )
+    steps = step_times(subject, 256)
+    print(f"sampler step, 4 chains x batch 256: vmap {steps['vmap']:.3f} s, loop {steps['loop']:.3f} s, "
+          f"loop/vmap {steps['loop'] / steps['vmap']:.2f}")  # fmt: skip
+    epochs = epochs_seconds(subject, args.epochs)
+    print(f"{args.epochs} full-batch training epochs: {epochs:.1f} s ({epochs / args.epochs:.3f} s each)")
+    vectorize = steps["vmap"] <= steps["loop"]
+    rows = []
+    for batch in [int(b) for b in args.batches.split(",")]:
+        params = llc.params(
+            batch_size=batch,
+            calibration=args.calibration,
+            draws=args.draws,
+            burn_in=args.burn_in,
+            vectorize=vectorize,
+        )
+        start = time.perf_counter()
+        result = llc.compute(subject, params)
+        seconds = time.perf_counter() - start
+        rows.append({"batch": batch, "seconds": seconds, "estimate": result.estimate, "se": result.se,
+                     "flags": result.flags, "step_size": result.step_size, "n_beta": result.n_beta,
+                     "ratio_to_epochs": seconds / epochs})  # fmt: skip
+        print(f"estimate, batch {batch}: {result.estimate:.4g} ± {result.se:.2g} (se), flags {result.flags or 'none'}, "
+              f"{seconds:.1f} s = {seconds / epochs:.2f} x {args.epochs} epochs "
+              f"(step size {result.step_size:g}, n_beta {result.n_beta:.4g})")  # fmt: skip
+    print(f"load after {os.getloadavg()[0]:.2f}")
+    print(json.dumps({"cpu": cpu_line(), "steps": steps, "epochs_seconds": epochs, "estimates": rows}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""`interp llc`, `interp llc-calibrate`, `interp evolve --analysis llc` and `interp stages` on
+the committed study-A series: bad input is one line, exit 2, before torch is imported (read
+from `sys.modules` of a fresh interpreter, as tests/integration/test_preflight.py does), and
+`interp stages` finds the phase-2 rise of a committed series.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.test_preflight import ROOT, run_fresh
+
+SERIES = str(ROOT / "results" / "study-a" / "series" / "mpsp-2l2h-r0.9")
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["llc", "--ckpt", SERIES, "--step-size", "0"], "step_size = 0.0"),
+        (["llc", "--ckpt", SERIES, "--step-size", "-1e-4"], "step_size = -0.0001"),
+        (["llc", "--ckpt", SERIES, "--chains", "0"], "chains = 0"),
+        (["llc", "--ckpt", SERIES, "--restrict", "L0H1x"], "'L0H1x' names no part"),
+        (["llc", "--ckpt", SERIES, "--restrict", "blocks.0.atn"], "did you mean 'attn'"),
+        (["llc-calibrate", "--ckpt", SERIES, "--step-sizes", "1e-4,0"], "step_sizes = 0.0"),
+        (["evolve", "--run", SERIES, "--analysis", "llc", "--param", "chains=0", "--out", "x"], "chains = 0"),
+        (["stages", "--run", SERIES, "--column", "adv/ac"], "did you mean 'adv/acc'"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_before_torch(args, says):
+    code, heavy, err = run_fresh(*args)
+    assert code == 2 and heavy == [], (code, heavy, err)
+    assert len(err) == 1 and says in err[0], err
+
+
+def test_stages_of_a_committed_series_finds_its_phase_2_rise(tmp_path):
+    code, _, err = run_fresh(
+        "stages", "--run", SERIES, "--column", "val/acc", "--column", "adv/acc", "--method", "rise",
+        "--out", str(tmp_path / "stages"),
+    )  # fmt: skip
+    assert code in (0, None), err
+    assert (tmp_path / "stages" / "stages.csv").read_text().count("\n") == 4  # header + 3 stages
+    assert (tmp_path / "stages" / "figure.html").stat().st_size > 0
