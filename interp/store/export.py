@@ -21,7 +21,6 @@ import shutil
 from pathlib import Path
 
 from interp.errors import CheckpointError
-from interp.store.checkpoint import load_checkpoint, save_checkpoint
 from interp.store.layout import LATEST_FILE, list_checkpoints
 from interp.store.run_folder import (
     CHECKPOINTS_DIR,
@@ -131,6 +130,10 @@ def export_weights(
     Raises:
         CheckpointError: If `run_dir` has no checkpoints or `dest` has no config.json.
     """
+    # The checkpoint format loads torch: imported here, so reading records stays torch-free
+    # (interp train checks its options before torch, and the sweep records import this module).
+    from interp.store.checkpoint import load_checkpoint, save_checkpoint
+
     run_dir, dest, chosen_steps = Path(run_dir), Path(dest), steps
     steps = list_checkpoints(run_dir)
     if not steps:
