@@ -37,7 +37,7 @@ from interp.dissect.hooks import has_mlps
 from interp.dissect.patching import PatchPairs
 from interp.errors import ConfigError
 from tasks import MPSPTask, counterfactual
-from tasks.counterfactual import FLIPS
+from tasks.counterfactuals import FLIPS
 
 DEFINITION = """\
 The graph has a node for the token and position embeddings, each head's output and its query, key

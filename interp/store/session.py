@@ -1,7 +1,7 @@
 """One run's life cycle: create or verify, lock, skip if done, resume, log, save, finish.
 
 Every engine that writes a run folder (`interp.training.loop.train`, vectorised seeds,
-`interp.training.finetune.finetune`, the WLMD sampler) goes through `open_run`, so the rules that
+`interp.training.finetuning.finetune`, the WLMD sampler) goes through `open_run`, so the rules that
 make a run safe to kill at any moment live in one place:
 
 * the folder's `config.json` is created, or checked to hold the same config (`create_run`);

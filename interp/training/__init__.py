@@ -16,8 +16,8 @@ _NAMES = {
     "project_to_sphere": "interp.training.loop",
     "stop_on_signals": "interp.training.loop",
     "train_vectorized": "interp.training.vectorized",
-    "finetune": "interp.training.finetune",
-    "schedule": "interp.training.schedule",
+    "finetune": "interp.training.finetuning",
+    "schedule": "interp.training.eval_steps",
 }
 __all__ = sorted(_NAMES)
 __getattr__, __dir__ = lazy_surface(__name__, _NAMES)

@@ -121,7 +121,7 @@ FINETUNE_DEFAULTS: dict[str, Any] = {
     "checkpoint_every": 1000,
     "checkpoint_log_points": 0,
 }
-"""Fine-tuning until a target (`interp.training.finetune.finetune`, study B's injections): the
+"""Fine-tuning until a target (`interp.training.finetuning.finetune`, study B's injections): the
 `TrainConfig` fields whose defaults differ from training from scratch (`finetune_config`)."""
 
 

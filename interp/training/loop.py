@@ -4,12 +4,12 @@
 AdamW, cross-entropy at the readout position or MSE against one-hot targets (study C), and
 optionally projects all trainable tensors back onto the sphere `||w|| = R` after every step
 (study B's "goldilocks" runs). It evaluates every split and group on a schedule
-(`interp.training.schedule`), logs the records to `metrics.jsonl`, checkpoints on a schedule
+(`interp.training.eval_steps`), logs the records to `metrics.jsonl`, checkpoints on a schedule
 of its own, and writes `DONE` with the run's milestones at the end.
 
 `TrainLoop` is that loop, public so the other engines compose it instead of copying it:
 `interp.training.vectorized` replaces only its `epoch` (all seeds in one stacked step), and
-`interp.training.finetune` runs it with a train-accuracy target. The run folder's life cycle
+`interp.training.finetuning` runs it with a train-accuracy target. The run folder's life cycle
 (lock, skip if done, resume with digest checks, log, save, finish) is `interp.store.RunSession`.
 
 Never losing work:
@@ -51,7 +51,7 @@ from interp.store.formats import first_nonfinite
 from interp.store.run_folder import read_compute, write_compute
 from interp.store.session import RunSession, open_run
 from interp.training.config import TrainConfig, check_engine
-from interp.training.schedule import schedule
+from interp.training.eval_steps import schedule
 
 
 def run_config(model: nn.Module, task: Task, config: Any, **extra: Any) -> dict[str, Any]:
