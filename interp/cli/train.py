@@ -16,10 +16,10 @@ import click
 
 from interp.cli.options import config_options, given, parse_seeds
 from interp.errors import ConfigError
-from interp.store.run_folder import check_same_config, check_unlocked
+from interp.store.run_folder import check_engine, check_same_config, check_unlocked
 from interp.sweep.specs import RunSpec
 from interp.text import format_table
-from interp.training.config import TrainConfig, check_engine
+from interp.training.config import TRAIN_ENGINE, TrainConfig
 from tasks import task_families
 
 
@@ -273,7 +273,7 @@ def train(
     if vectorize:  # recorded in each run's config: a run resumes only with its engine
         specs = [replace(spec, train={**spec.train, "engine": "vectorized"}) for spec in specs]
     for spec in specs:  # before the sweep file, which would only say "a different sweep"
-        check_engine(spec.out, "vectorized" if vectorize else "separate")
+        check_engine(spec.out, "vectorized" if vectorize else "separate", **TRAIN_ENGINE)
     if seeds:  # OUT holds the seeds as a sweep, so `interp report OUT` reads them as one configuration
         from interp.sweep.specs import write_sweep
 

@@ -11,7 +11,7 @@ the logged value at step s equals that analysis on the checkpoint of step s:
   the readout token and sequence length read from the ``adv`` split
   (`interp.dissect.heads.ov_parity_rho`); keys ``weights/ov_parity_rho_L{l}H{h}``.
 * ``grad_groups``: the cosine, amplification ``|g_b| / |g_a|`` and count-weighted amplification
-  of the gradients of the ``train`` split's first two groups (study A: consistent, opposing)
+  of the gradients of the ``train`` split's first two groups (e.g. consistent, opposing)
   over all parameters (`interp.dissect.gradient_groups`); keys ``train/grad_cos``,
   ``train/grad_amp``, ``train/grad_amp_weighted``.
 
@@ -92,7 +92,7 @@ def check_measures(names: Iterable[str], model: nn.Module, splits: Mapping[str, 
             if len(groups) < 2 or not all(m.any() for m in list(groups.values())[:2]):
                 raise ConfigError(
                     "eval measure 'grad_groups' needs a train split with two non-empty groups",
-                    "drop it for this task (study A: r strictly between 0 and 1)",
+                    "drop it for this task (an MPSP task needs r strictly between 0 and 1)",
                 )
 
 

@@ -40,18 +40,17 @@ from torch import Tensor
 from interp.errors import note
 from interp.store.checkpoint import Checkpoint, list_checkpoints, save_checkpoint
 from interp.store.handle import DIGESTS_KEY, RunHandle, check_digests
+from interp.store.provenance import machine, thread_count
 from interp.store.run_folder import (
     append_metrics,
     append_session,
     create_run,
     is_done,
-    machine,
     mark_done,
     read_done,
     read_metrics,
     read_sessions,
     run_lock,
-    thread_count,
     truncate_metrics,
 )
 

@@ -10,7 +10,7 @@ once that process lets go, its result is taken (or, if it died, the run is train
 every run is trained exactly once between them.
 
 Per-run seeds derive from the sweep seed (`derive_seed`): the model seed from the sweep seed,
-the seed index and the model config (so, as study C requires, every noise level of one seed
+the seed index and the model config (so every noise level of one seed
 starts from the same initialisation), the data seed from the sweep seed and the seed index
 (so every configuration of one seed index sees the same data).
 """

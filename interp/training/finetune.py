@@ -1,9 +1,8 @@
-"""The old path of `interp.training.finetuning`, for study B's modules until they move to the new one.
+"""The old path of `interp.training.finetuning`, for callers not yet moved to the new one.
 
 The module was renamed because a module named like its public function hid the function
-(after ``import interp.training.finetune``, ``interp.training.finetune`` was the module). Study
-B's modules (`analyses.studies.study_b`) are being split on branch issue-46-b and still import
-this path; delete this file when that merge updates their imports (the architecture test lists
+(after ``import interp.training.finetune``, ``interp.training.finetune`` was the module). The
+last callers of this path are being split on branch issue-46-b, which is why it stays; delete this file when that merge updates their imports (the architecture test lists
 it as its one exception for that reason).
 """
 

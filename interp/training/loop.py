@@ -1,9 +1,9 @@
 """The training engine: one public loop that every training variant builds on, exactly resumable.
 
 `train(run_dir, model, task, config)` trains full batch by default (minibatches optional) with
-AdamW, cross-entropy at the readout position or MSE against one-hot targets (study C), and
+AdamW, cross-entropy at the readout position or MSE against one-hot targets, and
 optionally projects all trainable tensors back onto the sphere `||w|| = R` after every step
-(study B's "goldilocks" runs). It evaluates every split and group on a schedule
+(training at a fixed weight norm). It evaluates every split and group on a schedule
 (`interp.training.eval_steps`), logs the records to `metrics.jsonl`, checkpoints on a schedule
 of its own, and writes `DONE` with the run's milestones at the end.
 
@@ -48,9 +48,9 @@ from interp.signals import StopFlag, stop_on_signals
 from interp.splits import Split, Task, split_digests
 from interp.store.checkpoint import load_state_into
 from interp.store.formats import first_nonfinite
-from interp.store.run_folder import read_compute, write_compute
+from interp.store.run_folder import check_engine, read_compute, write_compute
 from interp.store.session import RunSession, open_run
-from interp.training.config import TrainConfig, check_engine
+from interp.training.config import TRAIN_ENGINE, TrainConfig
 from interp.training.eval_steps import schedule
 
 
@@ -145,7 +145,7 @@ def train(
             f"TrainConfig.engine = {config.engine!r}, but train() is the separate engine",
             "train stacked seeds with interp.training.train_vectorized",
         )
-    check_engine(run_dir, "separate")
+    check_engine(run_dir, "separate", **TRAIN_ENGINE)
     splits = task.splits(config.data_seed)
     with open_run(run_dir, run_config(model, task, config), split_digests(splits)) as run:
         if (done := run.finished()) is not None:
