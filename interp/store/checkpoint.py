@@ -50,13 +50,15 @@ from interp.store.layout import (
     others_hint,
     read_latest,
     read_manifest,
-    resolve_checkpoint,  # noqa: F401 - part of this module's surface since before the move
+    resolve_checkpoint,
 )
 from interp.store.run_folder import (
     CHECKPOINTS_DIR,
     CONFIG_FILE,
     FORMAT_VERSION,
     checkpoint_name,
+    read_config,
+    run_of,
 )
 
 # Leftovers of a killed save: its temporary folder, a displaced old folder, LATEST's temp file.
@@ -259,10 +261,17 @@ def load_checkpoint(
             `allow_nonfinite`) a weight is not finite.
         FormatVersionError: If manifest.json or config.json comes from a newer `interp`.
     """
-    from interp.store.handle import RunHandle
-
-    run = RunHandle.open(path)
-    return run.load_checkpoint(load_train_state=load_train_state, allow_nonfinite=allow_nonfinite)
+    # What `interp.store.handle.RunHandle.load_checkpoint` does for a handle opened on `path`,
+    # written out here so that this module does not import the handle (which imports it).
+    ckpt = resolve_checkpoint(path)
+    run_dir = run_of(ckpt)
+    return read_checkpoint(
+        ckpt,
+        run_dir,
+        read_config(run_dir),
+        load_train_state=load_train_state,
+        allow_nonfinite=allow_nonfinite,
+    )
 
 
 def read_checkpoint(

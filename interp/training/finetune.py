@@ -2,8 +2,9 @@
 
 The module was renamed because a module named like its public function hid the function
 (after ``import interp.training.finetune``, ``interp.training.finetune`` was the module). The
-last callers of this path are being split on branch issue-46-b, which is why it stays; delete this file when that merge updates their imports (the architecture test lists
-it as its one exception for that reason).
+last callers of this path are being split on branch issue-46-b, which is why it stays: delete
+this file when that merge updates their imports (the architecture test lists it as its one
+exception for that reason).
 """
 
 from __future__ import annotations
