@@ -40,26 +40,24 @@ from interp.store.formats import (
     train_state_from_bytes,
 )
 from interp.store.layout import (
+    CHECKPOINTS_DIR,
+    CONFIG_FILE,
+    FORMAT_VERSION,
     LATEST_FILE,
     MANIFEST_FILE,
     MODEL_FILE,
     STEP_DIR,
     TRAIN_STATE_FILE,
+    checkpoint_name,
     complete_steps,
     list_checkpoints,
     others_hint,
     read_latest,
     read_manifest,
     resolve_checkpoint,
-)
-from interp.store.run_folder import (
-    CHECKPOINTS_DIR,
-    CONFIG_FILE,
-    FORMAT_VERSION,
-    checkpoint_name,
-    read_config,
     run_of,
 )
+from interp.store.run_folder import read_config
 
 # Leftovers of a killed save: its temporary folder, a displaced old folder, LATEST's temp file.
 _STALE_DIR = re.compile(r"^\.(tmp|old)-(step_\d{6,})-(\d+)$")

@@ -40,15 +40,22 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from interp.errors import CheckpointError, ConfigError, FormatVersionError, RunBusyError, note
+from interp.errors import CheckpointError, ConfigError, RunBusyError, note
 from interp.store.atomic import append_jsonl, atomic_write_json, atomic_write_text
+
+# CHECKPOINTS_DIR and checkpoint_dir live in interp.store.layout; interp.store.export and a
+# study's state module (both changing on branch issue-46-b) still import them from here.
+from interp.store.layout import (
+    CHECKPOINTS_DIR,  # noqa: F401
+    CONFIG_FILE,
+    FORMAT_VERSION,
+    checkpoint_dir,  # noqa: F401
+    read_json,
+)
 from interp.store.provenance import git_sha, machine, software_versions, thread_count
 
-FORMAT_VERSION = 1
-CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.jsonl"
 SESSIONS_FILE = "sessions.jsonl"
-CHECKPOINTS_DIR = "checkpoints"
 ANALYSES_DIR = "analyses"  # RUN/analyses/NAME/step_N: results (`interp.store.handle.RunHandle.result_folder`)
 DONE_FILE = "DONE"
 COMPUTE_FILE = "compute.json"
@@ -60,64 +67,6 @@ RESERVED_KEYS = ("format_version", "versions", "git_sha", "threads", "machine", 
 # Eight units in float32's last place (its epsilon is 2**-23): the same float32 measurement
 # rounded by another CPU's kernels, not a setting anyone would choose.
 FLOAT32_RTOL = 2.0**-20
-
-
-def checkpoint_name(step: int) -> str:
-    """The folder name of the checkpoint of `step` (``step_000100``)."""
-    return f"step_{step:06d}"
-
-
-def checkpoint_dir(run_dir: str | os.PathLike[str], step: int) -> Path:
-    """The folder of the checkpoint of `step` in `run_dir` (``run/checkpoints/step_000100``)."""
-    return Path(run_dir) / CHECKPOINTS_DIR / checkpoint_name(step)
-
-
-def run_of(ckpt: str | os.PathLike[str]) -> Path:
-    """The run folder a checkpoint folder belongs to (the inverse of `checkpoint_dir`)."""
-    return Path(ckpt).parent.parent
-
-
-def read_json(path: Path, *, what: str) -> dict[str, Any]:
-    """Read a JSON object from `path`, checking its `format_version`.
-
-    Args:
-        path: The file.
-        what: What the file should be, for the error message (e.g. "a run config").
-
-    Raises:
-        CheckpointError: If the file is missing, not valid JSON, or not a JSON object.
-        FormatVersionError: If it was written by a newer `interp`.
-    """
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CheckpointError(f"missing {path} (expected {what})") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{path} is not valid JSON ({e}); the file is damaged") from None
-    if not isinstance(data, dict):
-        raise CheckpointError(f"{path} holds a JSON {type(data).__name__}, expected an object")
-    check_format_version(data, path)
-    return data
-
-
-def check_format_version(data: Mapping[str, Any], path: Path) -> None:
-    """Refuse a file whose `format_version` this `interp` cannot read.
-
-    Raises:
-        FormatVersionError: If the version is newer than `FORMAT_VERSION`.
-        CheckpointError: If it is missing or not a positive integer.
-    """
-    version = data.get("format_version")
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise CheckpointError(f"{path} has no valid format_version (found {version!r})")
-    if version > FORMAT_VERSION:
-        from interp import __version__
-
-        raise FormatVersionError(
-            f"{path} has format_version {version}, but interp {__version__} reads "
-            f"format_version {FORMAT_VERSION} at most",
-            "upgrade interp to read it",
-        )
 
 
 def create_run(

@@ -30,7 +30,8 @@ from tqdm import tqdm
 from interp.errors import ConfigError, RunsInterrupted
 from interp.signals import stop_on_signals
 from interp.store.atomic import atomic_write_json
-from interp.store.run_folder import FORMAT_VERSION, is_done, is_locked, read_done, read_json
+from interp.store.layout import FORMAT_VERSION, read_json
+from interp.store.run_folder import is_done, is_locked, read_done
 from interp.sweep.executors import Executor
 from interp.sweep.outcome import Outcome
 

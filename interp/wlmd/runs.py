@@ -21,7 +21,8 @@ from interp.config import to_dict
 from interp.errors import CheckpointError, TrainingInterrupted
 from interp.signals import stop_on_signals
 from interp.store.checkpoint import drop_checkpoints
-from interp.store.run_folder import check_engine, checkpoint_dir, truncate_metrics
+from interp.store.layout import checkpoint_dir
+from interp.store.run_folder import check_engine, truncate_metrics
 from interp.store.session import RunSession, open_run
 from interp.wlmd.cvs import ModelCVs
 from interp.wlmd.grid import flatness
