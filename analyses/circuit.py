@@ -32,12 +32,13 @@ from analyses.subject import Subject
 from interp.config import check_choice, check_int, check_real, parse_choices, to_dict
 from interp.dissect import circuits
 from interp.dissect.edge_attribution import METHODS, agreement, exact_scores, gradient_scores
-from interp.dissect.edges import edge_graph, with_split_inputs
+from interp.dissect.edges import EdgeGraph, edge_graph, with_split_inputs
 from interp.dissect.hooks import has_mlps
 from interp.dissect.patching import PatchPairs
 from interp.errors import ConfigError
+from interp.splits import Split
 from tasks import MPSPTask, counterfactual
-from tasks.counterfactual import FLIPS
+from tasks.counterfactuals import FLIPS
 
 DEFINITION = """\
 The graph has a node for the token and position embeddings, each head's output and its query, key
@@ -253,8 +254,10 @@ def _scores(model: Any, graph: Any, pairs: PatchPairs, steps: int) -> dict[str, 
     }
 
 
-def compute(subject: Subject, params: Params) -> CircuitResult:
-    """Score every edge for each pairing, compare the estimates, and find the circuits."""
+def _checked_graph(subject: Subject, params: Params) -> tuple[list[str], Split, Any, EdgeGraph]:
+    """The flips, split, split-input model and edge graph `compute` works on, after checking that
+    the subject has them (an MPSP task, MLP blocks, at least `top_k` edges).
+    """
     if not isinstance(subject.task, MPSPTask):
         raise ConfigError(f"circuit needs an MPSP task (counterfactual pairs), not {subject.task.name!r}")
     if not has_mlps(subject.model):
@@ -272,6 +275,12 @@ def compute(subject: Subject, params: Params) -> CircuitResult:
             f"circuit: top_k={params.top_k} exceeds the {graph.n_edges} edges of this model's graph",
             f"give a top_k from 1 to {graph.n_edges}",
         )
+    return flips, split, model, graph
+
+
+def compute(subject: Subject, params: Params) -> CircuitResult:
+    """Score every edge for each pairing, compare the estimates, and find the circuits."""
+    flips, split, model, graph = _checked_graph(subject, params)
     out: dict[str, Any] = {k: [] for k in ("exact", "eap", "eap_ig", "faith", "ld", "kept")}
     n_pairs, clean, corrupt, agree, size, faith = {}, {}, {}, {}, {}, {}
     for flip in flips:

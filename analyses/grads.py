@@ -5,9 +5,9 @@ Splits a split's mean-loss gradient into the gradients of two groups (default `c
 each attention layer, each MLP, unembedding), their cosine, norms, amplification and net
 gradient. At any stationary point the cosine is -1 and ``|g_b| / |g_a| = n_a / n_b`` (``r / (1 -
 r)``) whatever the circuits do, so only departures from that identity carry information; see
-`interp.dissect.group_gradients` and docs/study_a.md ("Cautions we measured": the gradient ratio has a trivial part).
+`interp.dissect.gradient_groups` and docs/study_a.md ("Cautions we measured": the gradient ratio has a trivial part).
 
-Wraps `interp.dissect.group_gradients` (the table in docs/architecture.md pairs every dissection
+Wraps `interp.dissect.gradient_groups` (the table in docs/architecture.md pairs every dissection
 module with the analyses that wrap it).
 """
 
@@ -25,7 +25,7 @@ from analyses.base import Analysis, Result, param
 from analyses.registry import REGISTRY
 from analyses.subject import Subject
 from interp.config import to_dict
-from interp.dissect.group_gradients import gradient_stats, group_gradients
+from interp.dissect.gradient_groups import gradient_stats, group_gradients
 from interp.dissect.hooks import readout_of
 from interp.errors import ConfigError, did_you_mean
 from interp.metrics import LOSSES
@@ -60,7 +60,7 @@ class GradsResult(Result):
         blocks: ``["total", block, ...]``.
         trivial_amp: ``n_a / n_b``, the amplification at any stationary point (``r / (1 - r)``).
         cos, norm_a, norm_b, amp, amp_weighted, net_norm, net_rel: See
-            `interp.dissect.group_gradients.GradientStats`.
+            `interp.dissect.gradient_groups.GradientStats`.
     """
 
     analysis: ClassVar[str] = "grads"

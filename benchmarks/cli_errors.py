@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from analyses.recipes import plan_runs  # noqa: E402
-from interp.store.run_folder import CHECKPOINTS_DIR  # noqa: E402
+from interp.store.layout import CHECKPOINTS_DIR  # noqa: E402
 from interp.store.session import open_run  # noqa: E402
 
 TARGET_S = 1.0

@@ -44,8 +44,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from interp.training.memory import keep_freed_memory  # noqa: E402
+from interp.wlmd.cvs import ModelCVs  # noqa: E402
 from interp.wlmd.grid import GridSpec, Schedule  # noqa: E402
-from interp.wlmd.sampler import ModelCVs, Sampler, WLMDConfig  # noqa: E402
+from interp.wlmd.sampler import Sampler, WLMDConfig  # noqa: E402
 from models import build_model, preset_config  # noqa: E402
 from models.config import TransformerConfig  # noqa: E402
 from tasks import ModAddTask  # noqa: E402

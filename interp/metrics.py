@@ -5,9 +5,9 @@ A metrics record is a flat dict, one per evaluation, appended to `metrics.jsonl`
 Flat ``split/group/metric`` keys keep the file greppable and easy to load into a frame.
 
 Milestones are what the studies report about a run: the first evaluated step at which a
-metric reaches a threshold (study A: adv accuracy 100% = "generalized"; study C: `t_mem_clean`,
-`t_mem_noisy`, `t_gen` at 99%), and whether it still holds at the end ("kept"). `find_rise`
-marks where a metric rose to such a level (study A's phase 2): its onset and end, by one stated
+metric reaches a threshold (adversarial accuracy 100% = "generalized"; memorising the clean or
+the noisy examples, or generalising, at 99%), and whether it still holds at the end ("kept"). `find_rise`
+marks where a metric rose to such a level (a phase of training): its onset and end, by one stated
 rule, so every figure that marks a phase marks the same epochs.
 """
 
@@ -53,7 +53,7 @@ def mean_loss(logits: Float[Tensor, "batch d_vocab_out"], labels: Int[Tensor, " 
 
     The mean of the per-example means over classes is the mean over all entries, so MSE is
     `F.mse_loss` against the one-hot targets: one pass forward and one backward instead of
-    six each (study C's step: 4,704 x 97 entries, about 4 ms of a 60 ms step on a loaded core).
+    six each (a quadratic MLP's step: 4,704 x 97 entries, about 4 ms of a 60 ms step on a loaded core).
     Cross-entropy is `per_example_loss`'s, unchanged.
     """
     if loss == "mse":
@@ -175,7 +175,7 @@ def find_rise(
     Args:
         records: Metrics records (``{"step": ..., key: value}``), in step order.
         metric: A key, or several keys whose minimum is the measure.
-        target: The level of the milestone (study A's phase 2: val and adv accuracy at 1.0).
+        target: The level of the milestone (e.g. val and adv accuracy at 1.0).
         tol: Tolerance, in the metric's units, at both ends.
         hold: Evaluations in a row the end must hold ``target - tol`` (1: the first one that does).
 

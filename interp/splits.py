@@ -3,7 +3,8 @@
 A task (see `tasks/`) is a frozen config plus a deterministic builder
 `(config, data_seed) -> {split name: Split}`. Every split holds the input tokens, the labels
 read at the last position, and named boolean group masks (`consistent` / `opposing` for
-study A, `clean` / `corrupted` for study C, `original` / `noise` for study B). Extra
+MPSP, `clean` / `corrupted` for label-corrupted modular addition, `original` / `noise` for
+noise injection). Extra
 per-example tensors that analyses need (the shortcut value, the first argmax position, ...)
 live in `extras`.
 

@@ -1,6 +1,6 @@
 """Plain-text summaries of a task's splits and a model, for the CLI and quick looks.
 
-For study-A tasks the "measured spurious ratio" of a split is the fraction of its examples in
+For MPSP tasks the "measured spurious ratio" of a split is the fraction of its examples in
 the `consistent` group (shortcut == label): it must equal the configured ratio exactly.
 """
 
@@ -49,7 +49,7 @@ def model_summary(model: nn.Module) -> str:
 def summarize_task_and_model(
     task: Task, splits: Mapping[str, Split], model: nn.Module, *, preset: str
 ) -> str:
-    """The `interp study-a describe` report: the task's config and splits, then the model."""
+    """The describe report (the CLI's dataset and model summary): the task's config and splits, then the model."""
     config = ", ".join(f"{k}={v}" for k, v in task.to_dict().items())
     return "\n\n".join(
         [

@@ -9,7 +9,7 @@ from torch import nn
 
 from interp.store.checkpoint import Checkpoint, load_state_into
 from interp.store.handle import RunHandle
-from interp.store.run_folder import CONFIG_FILE
+from interp.store.layout import CONFIG_FILE
 from models.config import ModelConfig, QuadraticMLPConfig, TransformerConfig, config_from_dict
 from models.quadratic_mlp import QuadraticMLP
 from models.transformer import Transformer

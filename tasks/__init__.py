@@ -55,7 +55,7 @@ def task_from_dict(
     return from_dict(family, fields, where=where)
 
 
-__getattr__, __dir__ = lazy_surface(__name__, {"counterfactual": "tasks.counterfactual"})
+__getattr__, __dir__ = lazy_surface(__name__, {"counterfactual": "tasks.counterfactuals"})
 
 __all__ = [
     "TASKS",

@@ -31,7 +31,8 @@ from scipy.stats import binomtest
 
 from interp.errors import ConfigError, note
 from interp.metrics import milestones as milestones_of
-from interp.store.run_folder import CONFIG_FILE, is_done, read_done, read_metrics
+from interp.store.layout import CONFIG_FILE
+from interp.store.run_folder import is_done, read_done, read_metrics
 from interp.sweep.specs import SWEEP_FILE, RunSpec, read_sweep
 from tasks import task_family
 

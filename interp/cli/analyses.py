@@ -12,7 +12,7 @@ import click
 
 from analyses import analysis_names
 from analyses.registry import REGISTRY
-from interp.cli.options import config_params
+from interp.cli.options import config_params, params_from_strings
 from interp.cli.preflight import check_evolve_args, early_params, opened_run
 from interp.errors import ConfigError, did_you_mean
 from interp.store.handle import writable
@@ -206,32 +206,3 @@ def _params_by_analysis(analyses: tuple[str, ...], params: tuple[str, ...]) -> d
                 f"prefix it with one of: {', '.join(analyses)}",
             )
     return {name: shared + own[name] for name in analyses}
-
-
-def params_from_strings(analysis: Any, items: tuple[str, ...] | list[str]) -> Any:
-    """Build `analysis.params` from ``NAME=VALUE`` strings (``interp evolve --param``).
-
-    Values are converted to the field's type (``true``/``false`` for flags); unknown names and
-    values that do not convert are `ConfigError`s naming them.
-    """
-    import dataclasses
-
-    fields = {f.name: f for f in dataclasses.fields(analysis.params)}
-    values: dict[str, Any] = {}
-    for item in items:
-        name, sep, text = item.partition("=")
-        name = name.strip().replace("-", "_")
-        if not sep or name not in fields:
-            raise ConfigError(
-                f"--param {item!r} is not NAME=VALUE with a parameter of {analysis.name}",
-                did_you_mean(name, fields),
-            )
-        kind = type(fields[name].default)
-        try:
-            values[name] = _BOOLS[text.strip().lower()] if kind is bool else kind(text)
-        except (KeyError, ValueError):
-            raise ConfigError(f"--param {item!r}: {text!r} is not a {kind.__name__}") from None
-    return analysis.params(**values)
-
-
-_BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}

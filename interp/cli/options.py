@@ -24,7 +24,7 @@ from typing import Any
 
 import click
 
-from interp.errors import ConfigError
+from interp.errors import ConfigError, did_you_mean
 
 F = Callable[..., Any]
 
@@ -164,3 +164,30 @@ def json_object(text: str, option: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ConfigError(f"{option} {text!r} is not a JSON object", "give e.g. '{\"epochs\": 2000}'")
     return value
+
+
+def params_from_strings(analysis: Any, items: tuple[str, ...] | list[str]) -> Any:
+    """Build `analysis.params` from ``NAME=VALUE`` strings (``interp evolve --param``).
+
+    Values are converted to the field's type (``true``/``false`` for flags); unknown names and
+    values that do not convert are `ConfigError`s naming them.
+    """
+    fields = {f.name: f for f in dataclasses.fields(analysis.params)}
+    values: dict[str, Any] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep or name not in fields:
+            raise ConfigError(
+                f"--param {item!r} is not NAME=VALUE with a parameter of {analysis.name}",
+                did_you_mean(name, fields),
+            )
+        kind = type(fields[name].default)
+        try:
+            values[name] = _BOOLS[text.strip().lower()] if kind is bool else kind(text)
+        except (KeyError, ValueError):
+            raise ConfigError(f"--param {item!r}: {text!r} is not a {kind.__name__}") from None
+    return analysis.params(**values)
+
+
+_BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}

@@ -100,7 +100,7 @@ def early_params(name: str, items: dict[str, str]) -> None:
     from types import SimpleNamespace
 
     from analyses.registry import EARLY_PARAMS
-    from interp.cli.analyses import params_from_strings
+    from interp.cli.options import params_from_strings
 
     if name in EARLY_PARAMS:
         module, attribute = EARLY_PARAMS[name]

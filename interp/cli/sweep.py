@@ -126,7 +126,8 @@ def check_sweep_engine(specs: list[Any]) -> None:
     Raises:
         ConfigError: Naming the engine asked for, or the run folder (`check_engine`).
     """
-    from interp.training.config import check_engine
+    from interp.store.run_folder import check_engine
+    from interp.training.config import TRAIN_ENGINE
 
     for spec in specs:
         if spec.train.get("engine", "separate") != "separate":
@@ -134,7 +135,7 @@ def check_sweep_engine(specs: list[Any]) -> None:
                 f"interp sweep trains one run per worker, but the grid's train.engine is {spec.train['engine']!r}",
                 "drop engine from the grid (stacked seeds: interp train --seeds ... --vectorize)",
             )
-        check_engine(spec.out, "separate")
+        check_engine(spec.out, "separate", **TRAIN_ENGINE)
 
 
 def write_sweep_report(

@@ -16,10 +16,10 @@ import click
 
 from interp.cli.options import config_options, given, parse_seeds
 from interp.errors import ConfigError
-from interp.store.run_folder import check_same_config, check_unlocked
+from interp.store.run_folder import check_engine, check_same_config, check_unlocked
 from interp.sweep.specs import RunSpec
 from interp.text import format_table
-from interp.training.config import TrainConfig, check_engine
+from interp.training.config import TRAIN_ENGINE, TrainConfig
 from interp.training.precision import BF16_FALLBACKS
 from tasks import task_families
 
@@ -315,7 +315,7 @@ def train(
         specs = [replace(spec, train={**spec.train, "engine": "vectorized"}) for spec in specs]
     specs, fp32_note = apply_bf16_fallback(specs, options.pop("bf16_fallback"), device, resume=resume)
     for spec in specs:  # before the sweep file, which would only say "a different sweep"
-        check_engine(spec.out, "vectorized" if vectorize else "separate")
+        check_engine(spec.out, "vectorized" if vectorize else "separate", **TRAIN_ENGINE)
     if seeds:  # OUT holds the seeds as a sweep, so `interp report OUT` reads them as one configuration
         from interp.sweep.specs import write_sweep
 

@@ -27,7 +27,7 @@ _MODULES = {
         "qk_rho_empirical",
         "qk_rho_from_weights",
     ),
-    "interp.dissect.group_gradients": (
+    "interp.dissect.gradient_groups": (
         "GradientStats",
         "GroupGradients",
         "gradient_stats",

@@ -1,4 +1,4 @@
-"""Zero and mean ablation of every attention head and MLP (study A: "ablation between splits").
+"""Zero and mean ablation of every attention head and MLP (e.g. "ablation between splits").
 
 Ablating a component replaces its output by a constant and measures how much the model's
 accuracy and loss change. The components and what is replaced:

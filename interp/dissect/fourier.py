@@ -1,6 +1,6 @@
-"""Inverse participation ratio (IPR) of weight vectors over the Fourier basis of Z_n (study C).
+"""Inverse participation ratio (IPR) of weight vectors over the Fourier basis of Z_n.
 
-A neuron of study C's quadratic MLP reads each operand through a weight vector over the `p`
+A neuron of the quadratic MLP (`models.QuadraticMLP`) reads each operand through a weight vector over the `p`
 token values (`W_E_left[:p, k]` for `m`, `W_E_right[:p, k]` for `n`). A generalising neuron's
 weights are close to a single sinusoid `cos(2 pi f x / p + phi)`; a memorising neuron's are
 spread over many frequencies. The IPR measures that concentration:
@@ -10,7 +10,7 @@ spread over many frequencies. The IPR measures that concentration:
 where `a_f` are the Fourier amplitudes of the weight vector. It is 1 when all power sits in one
 frequency and `1 / F` for a flat spectrum over `F` frequencies.
 
-Choices (documented in docs/study_c.md):
+Choices:
 
 * **DC dropped.** The constant component (f = 0) is an offset, not a periodic feature; with
   it, a neuron's IPR would depend on its mean weight. `drop_dc=False` keeps it.
@@ -86,7 +86,7 @@ def neuron_ipr(
 
     Args:
         inputs: Weight matrices over the `n` input values, one per operand, each [n, d_hidden]
-            (study C: `[W_E_left[:p], W_E_right[:p]]`).
+            (the quadratic MLP: `[W_E_left[:p], W_E_right[:p]]`).
         drop_dc: See `fourier_amplitudes`.
         fold: See `fourier_amplitudes`.
 

@@ -1,6 +1,6 @@
-"""Circuit fingerprints of attention heads (study A, docs/concepts/fingerprints.md).
+"""Circuit fingerprints of attention heads (docs/concepts/fingerprints.md).
 
-Study A's mechanism has two phases told apart by what each head does at the readout position
+The MPSP mechanism has two phases told apart by what each head does at the readout position
 (the SEP token, last position):
 
 * **QK Spearman rho** (the max-shortcut circuit sorts keys by magnitude): rank correlation
@@ -49,12 +49,12 @@ def readout_layout(
     Args:
         model: A hooked transformer.
         readout_token: The readout (SEP) token id; default the last input token, ``d_vocab - 1``
-            (study A's ``SEP = V``).
+            (MPSP's ``SEP = V``).
         n_pos: Sequence length; default ``n_ctx``. The readout is at position ``n_pos - 1``.
 
     Returns:
         ``(readout_token, n_pos, values)``: values int64 [V] are every input token id except the
-        readout token, in increasing order (study A: the integers ``0..V-1``).
+        readout token, in increasing order (MPSP: the integers ``0..V-1``).
     """
     cfg = model.cfg
     readout_token = cfg.d_vocab - 1 if readout_token is None else int(readout_token)
@@ -248,7 +248,7 @@ def ov_parity_rho(
 
     Args:
         model: A hooked transformer.
-        m: The label modulus; default ``d_vocab_out`` (study A: m classes).
+        m: The label modulus; default ``d_vocab_out`` (MPSP: m classes).
         readout_token: See `readout_layout`.
         n_pos: See `readout_layout`.
 

@@ -11,8 +11,8 @@ the logged value at step s equals that analysis on the checkpoint of step s:
   the readout token and sequence length read from the ``adv`` split
   (`interp.dissect.heads.ov_parity_rho`); keys ``weights/ov_parity_rho_L{l}H{h}``.
 * ``grad_groups``: the cosine, amplification ``|g_b| / |g_a|`` and count-weighted amplification
-  of the gradients of the ``train`` split's first two groups (study A: consistent, opposing)
-  over all parameters (`interp.dissect.group_gradients`); keys ``train/grad_cos``,
+  of the gradients of the ``train`` split's first two groups (e.g. consistent, opposing)
+  over all parameters (`interp.dissect.gradient_groups`); keys ``train/grad_cos``,
   ``train/grad_amp``, ``train/grad_amp_weighted``.
 
 They read only what the `Task` protocol gives (splits, their group masks) and the model's
@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from torch import nn
 
-from interp.dissect.group_gradients import gradient_stats, group_gradients
+from interp.dissect.gradient_groups import gradient_stats, group_gradients
 from interp.dissect.heads import attention_to_first, ov_parity_rho, readout_patterns
 from interp.errors import ConfigError
 from interp.splits import Split
@@ -92,7 +92,7 @@ def check_measures(names: Iterable[str], model: nn.Module, splits: Mapping[str, 
             if len(groups) < 2 or not all(m.any() for m in list(groups.values())[:2]):
                 raise ConfigError(
                     "eval measure 'grad_groups' needs a train split with two non-empty groups",
-                    "drop it for this task (study A: r strictly between 0 and 1)",
+                    "drop it for this task (an MPSP task needs r strictly between 0 and 1)",
                 )
 
 

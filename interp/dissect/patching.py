@@ -1,4 +1,4 @@
-"""Activation patching between paired inputs (study A: "patching between splits").
+"""Activation patching between paired inputs (e.g. "patching between splits").
 
 Activation patching runs a model on a *target* (corrupted) input while one activation is
 overwritten by its value on a paired *source* (clean) input, and measures how far the output

@@ -1,7 +1,7 @@
-"""Pruning hidden neurons by an order (study C: increasing IPR) and the accuracy curve it traces.
+"""Pruning hidden neurons by an order (e.g. increasing IPR) and the accuracy curve it traces.
 
-A neuron is removed by zeroing its activation at a hook point (study C: `hook_post`, the
-squared hidden layer) inside `interp.dissect.hooks.checked_hooks`; nothing is edited, nothing
+A neuron is removed by zeroing its activation at a hook point (e.g. a quadratic MLP's
+`hook_post`, the squared hidden layer) inside `interp.dissect.hooks.checked_hooks`; nothing is edited, nothing
 stays registered, and a readout that skips the hook (such as `fast_readout`) is an
 error. Zeroing `post[:, k]` is exactly zeroing row `k` of the unembedding `W_U`, since
 `logits = post @ W_U`.
@@ -64,7 +64,7 @@ def prune_curve(
         model: A hooked model (`hooks()` context manager) whose `hook_name` output's last
             dimension indexes the neurons.
         order: Neuron indices, first removed first (a permutation of `range(d_hidden)`).
-        splits: The splits (and their groups) to evaluate; labels are scored as stored (study C:
+        splits: The splits (and their groups) to evaluate; labels are scored as stored (e.g.
             corrupted examples against their corrupted labels).
         hook_name: The hook point whose activations are zeroed.
         fractions: Fractions of the neurons to remove (rounded to counts, deduplicated).

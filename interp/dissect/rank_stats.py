@@ -1,6 +1,6 @@
 """Rank correlations in torch: Spearman's rho and the rank-biserial correlation.
 
-Study A's circuit fingerprints (docs/study_a.md, "The mechanism, and the analyses that show it") are rank
+Circuit fingerprints of attention heads (docs/concepts/fingerprints.md) are rank
 correlations: how strongly a head's attention score ranks keys by token magnitude (Spearman's
 rho against the token value), and how strongly what a head writes separates tokens by their
 residue mod m. Both are computed here on tensors, vectorised over leading batch dimensions

@@ -11,7 +11,7 @@ the rest at the checkpoint. The parts are named in TransformerLens's vocabulary:
   a block or one of its modules (every parameter under it), ``blocks.{l}.attn.W_Q`` one
   parameter;
 * ``embed``, ``pos_embed``, ``unembed``, ``ln_final`` (and ``embed.W_E``, ``unembed.b_U``, ...);
-* study C's quadratic MLP's parameters: ``W_E_left``, ``W_E_right``, ``W_U``.
+* the quadratic MLP's parameters: ``W_E_left``, ``W_E_right``, ``W_U``.
 
 Several parts join with commas (``L0H0,L0H1``). This module checks a name's *form* without
 torch, so the CLI refuses a typo before the heavy imports; the layer and head ranges are
@@ -54,7 +54,7 @@ MODULE_PARAMETERS = {
 """TransformerLens's module names and the parameters each holds."""
 
 TOP_PARAMETERS = ("W_E_left", "W_E_right", "W_U")
-"""Parameters at the top of a model (study C's quadratic MLP)."""
+"""Parameters at the top of a model (the quadratic MLP)."""
 
 _HEAD = re.compile(r"L(\d+)H(\d+)(?:\.(\w+))?")
 _BLOCK = re.compile(r"blocks\.(\d+)(?:\.(\w+)(?:\.(\w+))?)?")

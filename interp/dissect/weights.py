@@ -1,10 +1,10 @@
-"""Weight geometry of study B: effective rank of weight matrices, and parameter drift.
+"""Weight geometry: effective rank of weight matrices, and parameter drift.
 
 *Effective rank* (Roy & Vetterli 2007) of a matrix with singular values ``s_i``:
 ``exp(H(p))`` with ``p_i = s_i / sum_j s_j`` and ``H(p) = -sum_i p_i ln p_i`` (``0 ln 0 = 0``).
 It lies in ``[1, min(m, n)]``: 1 for a rank-1 matrix, ``n`` for a multiple of the ``n x n``
-identity. Study B reports it for the attention and MLP matrices: higher for the WLMD
-equilibrium model than for the AdamW one, before and after noise injection.
+identity. Reported for the attention and MLP matrices, it tells apart models that fit the
+same data differently (e.g. a WLMD equilibrium model from an AdamW one).
 
 *Parameter drift*: the cosine between two parameter vectors (a model before and after noise
 injection), in total and per tensor. When the vocabulary was extended between the two

@@ -17,8 +17,8 @@ each new stage) and the segments between them:
   still found every 3-sigma step), or, given `n_boundaries`, the exact
   optimal segmentation with that many (dynamic programming).
 * ``"rise"``: the onset and end of a metric's rise to `target`, by `interp.metrics.find_rise`
-  unchanged (study A's preregistered phase-2 rule), so a boundary found by the other rules can be
-  compared with the onset every study-A figure marks.
+  unchanged (a preregistered onset rule may rest on it), so a boundary found by the other rules
+  can be compared with the onset it reports.
 """
 
 from __future__ import annotations

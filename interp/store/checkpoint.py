@@ -40,24 +40,24 @@ from interp.store.formats import (
     train_state_from_bytes,
 )
 from interp.store.layout import (
+    CHECKPOINTS_DIR,
+    CONFIG_FILE,
+    FORMAT_VERSION,
     LATEST_FILE,
     MANIFEST_FILE,
     MODEL_FILE,
     STEP_DIR,
     TRAIN_STATE_FILE,
+    checkpoint_name,
     complete_steps,
     list_checkpoints,
     others_hint,
     read_latest,
     read_manifest,
-    resolve_checkpoint,  # noqa: F401 - part of this module's surface since before the move
+    resolve_checkpoint,
+    run_of,
 )
-from interp.store.run_folder import (
-    CHECKPOINTS_DIR,
-    CONFIG_FILE,
-    FORMAT_VERSION,
-    checkpoint_name,
-)
+from interp.store.run_folder import read_config
 
 # Leftovers of a killed save: its temporary folder, a displaced old folder, LATEST's temp file.
 _STALE_DIR = re.compile(r"^\.(tmp|old)-(step_\d{6,})-(\d+)$")
@@ -259,10 +259,17 @@ def load_checkpoint(
             `allow_nonfinite`) a weight is not finite.
         FormatVersionError: If manifest.json or config.json comes from a newer `interp`.
     """
-    from interp.store.handle import RunHandle
-
-    run = RunHandle.open(path)
-    return run.load_checkpoint(load_train_state=load_train_state, allow_nonfinite=allow_nonfinite)
+    # What `interp.store.handle.RunHandle.load_checkpoint` does for a handle opened on `path`,
+    # written out here so that this module does not import the handle (which imports it).
+    ckpt = resolve_checkpoint(path)
+    run_dir = run_of(ckpt)
+    return read_checkpoint(
+        ckpt,
+        run_dir,
+        read_config(run_dir),
+        load_train_state=load_train_state,
+        allow_nonfinite=allow_nonfinite,
+    )
 
 
 def read_checkpoint(

@@ -2,10 +2,9 @@
 
 `RUN_RECORDS` is the one definition of a run's compact record (its config, every evaluation,
 its summary and its CPU time; no weights), and `export_run(run, dest)` the one way to copy it:
-a sweep's records (`interp.sweep.specs.export_records`) and a study's (study B's
-`export_results`) are built on it. ``export_run(run, dest, weights=True)`` adds the run's
-newest checkpoint whole and its session log, a copy that resumes elsewhere (study B carries
-its walks across machines with it).
+a sweep's records (`interp.sweep.specs.export_records`) and a study's own exports are built on
+it. ``export_run(run, dest, weights=True)`` adds the run's newest checkpoint whole and its
+session log, a copy that resumes elsewhere (a long walk carried across machines).
 
 For a run worth dissecting from a fresh clone, a repository can also keep a log-spaced series
 of its checkpoints as weights only (`export_weights`): `model.safetensors` and a manifest per
@@ -21,16 +20,8 @@ import shutil
 from pathlib import Path
 
 from interp.errors import CheckpointError
-from interp.store.layout import LATEST_FILE, list_checkpoints
-from interp.store.run_folder import (
-    CHECKPOINTS_DIR,
-    COMPUTE_FILE,
-    CONFIG_FILE,
-    DONE_FILE,
-    METRICS_FILE,
-    SESSIONS_FILE,
-    checkpoint_dir,
-)
+from interp.store.layout import CHECKPOINTS_DIR, CONFIG_FILE, LATEST_FILE, checkpoint_dir, list_checkpoints
+from interp.store.run_folder import COMPUTE_FILE, DONE_FILE, METRICS_FILE, SESSIONS_FILE
 
 RUN_RECORDS = (CONFIG_FILE, METRICS_FILE, DONE_FILE, COMPUTE_FILE)
 """What a run's compact record holds: its configs, every evaluation, its summary and its CPU time

@@ -32,19 +32,15 @@ from typing import TYPE_CHECKING, Any
 
 from interp.errors import CheckpointError, ConfigError, note
 from interp.store.layout import (
-    is_checkpoint_folder,
-    list_checkpoints,
-    resolve_checkpoint,
-)
-from interp.store.run_folder import (
-    ANALYSES_DIR,
     CONFIG_FILE,
     checkpoint_dir,
     checkpoint_name,
-    read_config,
-    read_metrics,
+    is_checkpoint_folder,
+    list_checkpoints,
+    resolve_checkpoint,
     run_of,
 )
+from interp.store.run_folder import ANALYSES_DIR, read_config, read_metrics
 
 if TYPE_CHECKING:
     from interp.store.checkpoint import Checkpoint

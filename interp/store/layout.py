@@ -1,4 +1,4 @@
-"""Where a run's checkpoints are, told from the folder alone (no torch): names, LATEST, manifests.
+"""The names in a run folder and where its checkpoints are, told from the folder alone (no torch).
 
 ::
 
@@ -6,19 +6,26 @@
     runs/<name>/checkpoints/LATEST                      name of the newest checkpoint folder
 
 `interp.store.checkpoint` writes and loads checkpoints (and needs torch for their tensors);
-this module only reads folder names and JSON, so the CLI can refuse a missing or damaged run
-or checkpoint folder before it imports torch (`interp.cli.preflight`).
+this module names the run's config and checkpoint folders (`checkpoint_dir`, `run_of` and
+`STEP_DIR`: one naming, written and parsed here) and only reads folder names and JSON, so the
+CLI can refuse a missing or damaged run or checkpoint folder before it imports torch
+(`interp.cli.preflight`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from interp.errors import CheckpointError
-from interp.store.run_folder import CHECKPOINTS_DIR, CONFIG_FILE, checkpoint_name, read_json
+from interp.errors import CheckpointError, FormatVersionError
+
+FORMAT_VERSION = 1
+CONFIG_FILE = "config.json"
+CHECKPOINTS_DIR = "checkpoints"
 
 MODEL_FILE = "model.safetensors"
 TRAIN_STATE_FILE = "train_state.pt"
@@ -29,6 +36,64 @@ _EXPECTED = (
     "expected a checkpoint folder such as runs/<name>/checkpoints/step_000100 "
     "or a run folder holding config.json and checkpoints/LATEST"
 )
+
+
+def checkpoint_name(step: int) -> str:
+    """The folder name of the checkpoint of `step` (``step_000100``)."""
+    return f"step_{step:06d}"
+
+
+def checkpoint_dir(run_dir: str | os.PathLike[str], step: int) -> Path:
+    """The folder of the checkpoint of `step` in `run_dir` (``run/checkpoints/step_000100``)."""
+    return Path(run_dir) / CHECKPOINTS_DIR / checkpoint_name(step)
+
+
+def run_of(ckpt: str | os.PathLike[str]) -> Path:
+    """The run folder a checkpoint folder belongs to (the inverse of `checkpoint_dir`)."""
+    return Path(ckpt).parent.parent
+
+
+def read_json(path: Path, *, what: str) -> dict[str, Any]:
+    """Read a JSON object from `path`, checking its `format_version`.
+
+    Args:
+        path: The file.
+        what: What the file should be, for the error message (e.g. "a run config").
+
+    Raises:
+        CheckpointError: If the file is missing, not valid JSON, or not a JSON object.
+        FormatVersionError: If it was written by a newer `interp`.
+    """
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"missing {path} (expected {what})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{path} is not valid JSON ({e}); the file is damaged") from None
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path} holds a JSON {type(data).__name__}, expected an object")
+    check_format_version(data, path)
+    return data
+
+
+def check_format_version(data: Mapping[str, Any], path: Path) -> None:
+    """Refuse a file whose `format_version` this `interp` cannot read.
+
+    Raises:
+        FormatVersionError: If the version is newer than `FORMAT_VERSION`.
+        CheckpointError: If it is missing or not a positive integer.
+    """
+    version = data.get("format_version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise CheckpointError(f"{path} has no valid format_version (found {version!r})")
+    if version > FORMAT_VERSION:
+        from interp import __version__
+
+        raise FormatVersionError(
+            f"{path} has format_version {version}, but interp {__version__} reads "
+            f"format_version {FORMAT_VERSION} at most",
+            "upgrade interp to read it",
+        )
 
 
 def read_latest(ckpt_dir: Path) -> str | None:

@@ -16,13 +16,13 @@ the part of the config that must match on resume: float reductions depend on it,
 resume holds only for the same count, and resuming with another one says so. For the same
 reason it records the ``machine`` (`machine`: the CPU's model name and the instruction set
 torch's CPU kernels use), and so does every session: another CPU rounds some float32 results
-differently (study B saw the same models differ by up to 0.05 in retention after fine-tuning
+differently (the same models have differed by up to 0.05 in retention after fine-tuning
 on two machines), so a result is reproduced bit for bit only on the machine that made it.
 
 A run folder is idempotent: re-running the same config resumes it, a different config is an
 error (it would mix two experiments in one folder). Two floats that agree to float32 precision
-(`FLOAT32_RTOL`) are the same value: a config may hold a quantity measured in float32 (study B's
-entropy grid lies around the AdamW model's loss), and another CPU's kernels round its last bit
+(`FLOAT32_RTOL`) are the same value: a config may hold a quantity measured in float32 (an
+entropy grid laid around a trained model's loss), and another CPU's kernels round its last bit
 otherwise, so a run carried to a new machine would be refused for a difference of one unit in
 the last place. The stored config.json is kept; the run goes on with the value measured now.
 Every JSON file carries a `format_version`; a file from a newer `interp` is refused rather than
@@ -33,24 +33,20 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import importlib.metadata
 import json
 import math
 import os
-import platform
-import subprocess
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from interp.errors import CheckpointError, ConfigError, FormatVersionError, RunBusyError, note
+from interp.errors import CheckpointError, ConfigError, RunBusyError, note
 from interp.store.atomic import append_jsonl, atomic_write_json, atomic_write_text
+from interp.store.layout import CONFIG_FILE, FORMAT_VERSION, read_json
+from interp.store.provenance import git_sha, machine, software_versions, thread_count
 
-FORMAT_VERSION = 1
-CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.jsonl"
 SESSIONS_FILE = "sessions.jsonl"
-CHECKPOINTS_DIR = "checkpoints"
 ANALYSES_DIR = "analyses"  # RUN/analyses/NAME/step_N: results (`interp.store.handle.RunHandle.result_folder`)
 DONE_FILE = "DONE"
 COMPUTE_FILE = "compute.json"
@@ -62,128 +58,6 @@ RESERVED_KEYS = ("format_version", "versions", "git_sha", "threads", "machine", 
 # Eight units in float32's last place (its epsilon is 2**-23): the same float32 measurement
 # rounded by another CPU's kernels, not a setting anyone would choose.
 FLOAT32_RTOL = 2.0**-20
-
-
-def checkpoint_name(step: int) -> str:
-    """The folder name of the checkpoint of `step` (``step_000100``)."""
-    return f"step_{step:06d}"
-
-
-def checkpoint_dir(run_dir: str | os.PathLike[str], step: int) -> Path:
-    """The folder of the checkpoint of `step` in `run_dir` (``run/checkpoints/step_000100``)."""
-    return Path(run_dir) / CHECKPOINTS_DIR / checkpoint_name(step)
-
-
-def run_of(ckpt: str | os.PathLike[str]) -> Path:
-    """The run folder a checkpoint folder belongs to (the inverse of `checkpoint_dir`)."""
-    return Path(ckpt).parent.parent
-
-
-def read_json(path: Path, *, what: str) -> dict[str, Any]:
-    """Read a JSON object from `path`, checking its `format_version`.
-
-    Args:
-        path: The file.
-        what: What the file should be, for the error message (e.g. "a run config").
-
-    Raises:
-        CheckpointError: If the file is missing, not valid JSON, or not a JSON object.
-        FormatVersionError: If it was written by a newer `interp`.
-    """
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CheckpointError(f"missing {path} (expected {what})") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{path} is not valid JSON ({e}); the file is damaged") from None
-    if not isinstance(data, dict):
-        raise CheckpointError(f"{path} holds a JSON {type(data).__name__}, expected an object")
-    check_format_version(data, path)
-    return data
-
-
-def check_format_version(data: Mapping[str, Any], path: Path) -> None:
-    """Refuse a file whose `format_version` this `interp` cannot read.
-
-    Raises:
-        FormatVersionError: If the version is newer than `FORMAT_VERSION`.
-        CheckpointError: If it is missing or not a positive integer.
-    """
-    version = data.get("format_version")
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise CheckpointError(f"{path} has no valid format_version (found {version!r})")
-    if version > FORMAT_VERSION:
-        from interp import __version__
-
-        raise FormatVersionError(
-            f"{path} has format_version {version}, but interp {__version__} reads "
-            f"format_version {FORMAT_VERSION} at most",
-            "upgrade interp to read it",
-        )
-
-
-def software_versions() -> dict[str, str | None]:
-    """The versions that a run's results depend on, for config.json."""
-    import torch  # here, so that the rest of this module stays torch-free
-
-    from interp import __version__
-
-    try:
-        # Read from the installed metadata: importing transformer_lens takes seconds.
-        tl_version: str | None = importlib.metadata.version("transformer-lens")
-    except importlib.metadata.PackageNotFoundError:
-        tl_version = None
-    return {
-        "interp": __version__,
-        "torch": torch.__version__,
-        "transformer_lens": tl_version,
-        "python": platform.python_version(),
-    }
-
-
-def thread_count() -> int:
-    """The torch intra-op thread count of this process (float sums depend on it)."""
-    import torch
-
-    return torch.get_num_threads()
-
-
-def machine() -> dict[str, str | None]:
-    """The processor this process computes on, as far as float results depend on it.
-
-    Returns:
-        ``cpu``: the model name the kernel reports (``/proc/cpuinfo``; elsewhere
-        `platform.processor`, or at least the architecture; None if nothing says);
-        ``cpu_capability``: the vector instruction set torch's CPU kernels dispatch to (e.g.
-        ``"AVX2"``, ``"AVX512"``): two machines with different ones
-        sum in different orders.
-    """
-    import torch
-
-    cpu = platform.processor() or platform.machine() or None
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith("model name"):
-                cpu = line.partition(":")[2].strip() or cpu
-                break
-    return {"cpu": cpu, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
-
-
-def git_sha() -> str | None:
-    """The commit of the `interp` source checkout, or None if it cannot be told (best effort)."""
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=Path(__file__).resolve().parent,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    sha = out.stdout.strip()
-    return sha if len(sha) == 40 else None
 
 
 def create_run(
@@ -285,6 +159,46 @@ def _locked(run_dir: Path, fd: int) -> RunBusyError:
         f"run folder {run_dir} is being written by another process (pid {holder})",
         "wait for it to finish, or choose another --out folder",
     )
+
+
+def check_engine(
+    run_dir: str | os.PathLike[str],
+    engine: str,
+    *,
+    section: str,
+    default: str,
+    hints: Mapping[str, str],
+    verb: str = "written",
+) -> None:
+    """Refuse to continue a run folder with another engine than the one its config records.
+
+    Two engines of one computation (stacked seeds and separate runs, a batched walk and a loop
+    over walkers) agree only up to rounding: their sums run in another order, so a run that
+    changed engine half-way would resume bit-identically with neither. A folder without a
+    config passes; one whose `section` records no ``engine`` (it was written before the field)
+    reads as `default`, the engine every run then used.
+
+    Args:
+        run_dir: The run folder (it need not exist).
+        engine: The engine about to continue it.
+        section: The config.json section that records the engine (e.g. ``"train"``).
+        default: The engine a section without the field ran.
+        hints: Recorded engine -> how to resume with it (the error's hint).
+        verb: How the engine made the folder, for the message (``"trained"``, ``"walked"``).
+
+    Raises:
+        ConfigError: Naming the folder, the engine it records and how to resume it.
+    """
+    if not (Path(run_dir) / CONFIG_FILE).exists():
+        return
+    recorded_section = read_config(run_dir).get(section)
+    recorded = recorded_section.get("engine", default) if isinstance(recorded_section, Mapping) else default
+    if recorded != engine:
+        raise ConfigError(
+            f"{run_dir} was {verb} by the {recorded} engine, not the {engine} one: the engines agree "
+            "only up to rounding, so a run keeps its engine",
+            hints.get(recorded, f"resume it with the {recorded} engine"),
+        )
 
 
 def read_config(run_dir: str | os.PathLike[str]) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """One run's life cycle: create or verify, lock, skip if done, resume, log, save, finish.
 
 Every engine that writes a run folder (`interp.training.loop.train`, vectorised seeds,
-`interp.training.finetune.finetune`, the WLMD sampler) goes through `open_run`, so the rules that
+`interp.training.finetuning.finetune`, the WLMD sampler) goes through `open_run`, so the rules that
 make a run safe to kill at any moment live in one place:
 
 * the folder's `config.json` is created, or checked to hold the same config (`create_run`);
@@ -40,18 +40,17 @@ from torch import Tensor
 from interp.errors import note
 from interp.store.checkpoint import Checkpoint, list_checkpoints, save_checkpoint
 from interp.store.handle import DIGESTS_KEY, RunHandle, check_digests
+from interp.store.provenance import machine, thread_count
 from interp.store.run_folder import (
     append_metrics,
     append_session,
     create_run,
     is_done,
-    machine,
     mark_done,
     read_done,
     read_metrics,
     read_sessions,
     run_lock,
-    thread_count,
     truncate_metrics,
 )
 

@@ -18,10 +18,8 @@ _NAMES = {
             "write_sweep",
         )
     },
-    **{
-        name: "interp.sweep.executors"
-        for name in ("Executor", "LocalExecutor", "SubmititExecutor", "Outcome")
-    },
+    **{name: "interp.sweep.executors" for name in ("Executor", "LocalExecutor", "SubmititExecutor")},
+    "Outcome": "interp.sweep.outcome",
 }
 __all__ = sorted(_NAMES)
 __getattr__, __dir__ = lazy_surface(__name__, _NAMES)

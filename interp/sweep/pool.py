@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from interp.sweep.executors import Outcome
+from interp.sweep.outcome import Outcome
 
 
 @dataclass

@@ -10,7 +10,7 @@ once that process lets go, its result is taken (or, if it died, the run is train
 every run is trained exactly once between them.
 
 Per-run seeds derive from the sweep seed (`derive_seed`): the model seed from the sweep seed,
-the seed index and the model config (so, as study C requires, every noise level of one seed
+the seed index and the model config (so every noise level of one seed
 starts from the same initialisation), the data seed from the sweep seed and the seed index
 (so every configuration of one seed index sees the same data).
 """
@@ -32,8 +32,10 @@ from interp.plugins import refuse_registered
 from interp.signals import stop_on_signals
 from interp.store.atomic import atomic_write_json
 from interp.store.export import export_run
-from interp.store.run_folder import FORMAT_VERSION, is_done, is_locked, read_done, read_json
-from interp.sweep.executors import Executor, Outcome, in_this_process
+from interp.store.layout import FORMAT_VERSION, read_json
+from interp.store.run_folder import is_done, is_locked, read_done
+from interp.sweep.executors import Executor, in_this_process
+from interp.sweep.outcome import Outcome
 
 SWEEP_FILE = "sweep.json"
 

@@ -20,7 +20,7 @@ from interp.signals import StopFlag, stop_on_signals, watch_supervisor
 
 def serve(inbox: Connection, outbox: Connection, stop: StopFlag) -> None:
     """Run tasks from `inbox`, each outcome to `outbox`, until told to stop or the pipe ends."""
-    from interp.sweep.executors import Outcome, call_reporting
+    from interp.sweep.outcome import Outcome, call_reporting
 
     while True:
         try:

@@ -16,8 +16,8 @@ _NAMES = {
     "project_to_sphere": "interp.training.loop",
     "stop_on_signals": "interp.training.loop",
     "train_vectorized": "interp.training.vectorized",
-    "finetune": "interp.training.finetune",
-    "schedule": "interp.training.schedule",
+    "finetune": "interp.training.finetuning",
+    "schedule": "interp.training.eval_steps",
     "cpu_bf16": "interp.training.precision",
     "check_bf16": "interp.training.precision",
 }

@@ -7,14 +7,11 @@ their `param` help texts) before torch is imported: a bad ``--lr`` fails in well
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from interp.config import check_choice, check_int, check_real, param
-from interp.errors import ConfigError
 
 LOSSES = ("cross_entropy", "mse")
 """The training losses `interp.metrics.per_example_loss` implements."""
@@ -82,7 +79,7 @@ class TrainConfig:
 
         Fine-tuning configs were a class of their own before they became `TrainConfig`s with a
         `target_acc`: a dict with ``max_steps`` and no ``epochs`` (as run folders and records
-        of study B's injections hold) is that form, converted exactly.
+        of fine-tuning runs written then hold) is that form, converted exactly.
         """
         if "max_steps" in data and "epochs" not in data:
             return _from_finetune_form(data)
@@ -121,7 +118,7 @@ FINETUNE_DEFAULTS: dict[str, Any] = {
     "checkpoint_every": 1000,
     "checkpoint_log_points": 0,
 }
-"""Fine-tuning until a target (`interp.training.finetune.finetune`, study B's injections): the
+"""Fine-tuning until a target (`interp.training.finetuning.finetune`, e.g. noise injection): the
 `TrainConfig` fields whose defaults differ from training from scratch (`finetune_config`)."""
 
 
@@ -135,39 +132,19 @@ def finetune_config(**fields: Any) -> TrainConfig:
     return TrainConfig(**{**FINETUNE_DEFAULTS, **fields})
 
 
-def check_engine(run_dir: str | os.PathLike[str], engine: str) -> None:
-    """Refuse to continue a run folder with another engine than the one its config records.
-
-    Stacked seeds equal separate runs only up to rounding (their sums run in another order),
-    so a run that changed engine half-way would be neither. A folder without a config, or with
-    one written before runs recorded their engine (no ``engine``: separate, as every sweep's
-    run was), passes for the separate engine; a vectorised group started before then records
-    nothing that tells it apart, so it too reads as separate.
-
-    Args:
-        run_dir: The run folder (it need not exist).
-        engine: The engine about to train it, one of `ENGINES`.
-
-    Raises:
-        ConfigError: Naming the folder, the engine it records and how to resume it.
-    """
-    from interp.store.run_folder import CONFIG_FILE, read_config
-
-    if not (Path(run_dir) / CONFIG_FILE).exists():
-        return
-    train = read_config(run_dir).get("train")
-    recorded = train.get("engine", "separate") if isinstance(train, Mapping) else "separate"
-    if recorded != engine:
-        how = {
-            "vectorized": "resume it as it was started, with --seeds and --vectorize "
-            "(interp.training.train_vectorized)",
-            "separate": "resume it without --vectorize (interp.training.train)",
-        }.get(recorded, f"resume it with the {recorded} engine")
-        raise ConfigError(
-            f"{run_dir} was trained by the {recorded} engine, not the {engine} one: stacked seeds "
-            "equal separate runs only up to rounding, so a run keeps its engine",
-            how,
-        )
+TRAIN_ENGINE: dict[str, Any] = {
+    "section": "train",
+    # A config written before runs recorded their engine was a separate run (every sweep's run
+    # was); a vectorised group started before then records nothing that tells it apart.
+    "default": "separate",
+    "hints": {
+        "vectorized": "resume it as it was started, with --seeds and --vectorize (interp.training.train_vectorized)",
+        "separate": "resume it without --vectorize (interp.training.train)",
+    },
+    "verb": "trained",
+}
+"""How `interp.store.run_folder.check_engine` reads a training run's engine from its folder:
+``check_engine(run_dir, engine, **TRAIN_ENGINE)``."""
 
 
 def _from_finetune_form(data: Mapping[str, Any]) -> dict[str, Any]:

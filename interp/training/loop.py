@@ -1,15 +1,15 @@
 """The training engine: one public loop that every training variant builds on, exactly resumable.
 
 `train(run_dir, model, task, config)` trains full batch by default (minibatches optional) with
-AdamW, cross-entropy at the readout position or MSE against one-hot targets (study C), and
+AdamW, cross-entropy at the readout position or MSE against one-hot targets, and
 optionally projects all trainable tensors back onto the sphere `||w|| = R` after every step
-(study B's "goldilocks" runs). It evaluates every split and group on a schedule
-(`interp.training.schedule`), logs the records to `metrics.jsonl`, checkpoints on a schedule
+(training at a fixed weight norm). It evaluates every split and group on a schedule
+(`interp.training.eval_steps`), logs the records to `metrics.jsonl`, checkpoints on a schedule
 of its own, and writes `DONE` with the run's milestones at the end.
 
 `TrainLoop` is that loop, public so the other engines compose it instead of copying it:
 `interp.training.vectorized` replaces only its `epoch` (all seeds in one stacked step), and
-`interp.training.finetune` runs it with a train-accuracy target. The run folder's life cycle
+`interp.training.finetuning` runs it with a train-accuracy target. The run folder's life cycle
 (lock, skip if done, resume with digest checks, log, save, finish) is `interp.store.RunSession`.
 
 Never losing work:
@@ -48,11 +48,11 @@ from interp.signals import StopFlag, stop_on_signals
 from interp.splits import Split, Task, split_digests
 from interp.store.checkpoint import load_state_into
 from interp.store.formats import first_nonfinite
-from interp.store.run_folder import is_done, read_compute, write_compute
+from interp.store.run_folder import check_engine, is_done, read_compute, write_compute
 from interp.store.session import RunSession, open_run
-from interp.training.config import TrainConfig, check_engine
+from interp.training.config import TRAIN_ENGINE, TrainConfig
+from interp.training.eval_steps import schedule
 from interp.training.precision import check_bf16
-from interp.training.schedule import schedule
 
 
 def run_config(model: nn.Module, task: Task, config: Any, **extra: Any) -> dict[str, Any]:
@@ -147,7 +147,7 @@ def train(
             f"TrainConfig.engine = {config.engine!r}, but train() is the separate engine",
             "train stacked seeds with interp.training.train_vectorized",
         )
-    check_engine(run_dir, "separate")
+    check_engine(run_dir, "separate", **TRAIN_ENGINE)
     # Before the folder exists (a refused run leaves nothing); a finished run is only read.
     check_bf16(config.bf16 and not is_done(run_dir), device)
     splits = task.splits(config.data_seed)

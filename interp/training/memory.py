@@ -16,7 +16,7 @@ fit, so it only refuses when the estimate exceeds what is available.
 
 `keep_freed_memory` is the other side of memory: how the process's allocator treats what a
 training step frees (a process-wide setting, turned on by whatever trains: `interp train`,
-sweeps' workers, study B's long loops, the benchmarks).
+sweeps' workers, long experiment loops, the benchmarks).
 """
 
 from __future__ import annotations

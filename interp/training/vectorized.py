@@ -46,9 +46,9 @@ from interp.config import to_dict
 from interp.errors import ConfigError, TrainingInterrupted
 from interp.metrics import full_precision, per_example_loss
 from interp.splits import Task, split_digests
-from interp.store.run_folder import is_done
+from interp.store.run_folder import check_engine, is_done
 from interp.store.session import RunSession, open_run
-from interp.training.config import TrainConfig, check_engine
+from interp.training.config import TRAIN_ENGINE, TrainConfig
 from interp.training.loop import (
     StopFlag,
     TrainLoop,
@@ -96,7 +96,7 @@ def train_vectorized(
     configs = [dataclasses.replace(config, engine="vectorized") for config in configs]
     _check_group(models, configs, len(run_dirs))
     for run_dir in run_dirs:  # before any folder is created
-        check_engine(run_dir, "vectorized")
+        check_engine(run_dir, "vectorized", **TRAIN_ENGINE)
     # The seeds share bf16 (`_check_group`); finished runs are only read.
     check_bf16(configs[0].bf16 and not all(is_done(d) for d in run_dirs), device)
     splits = task.splits(configs[0].data_seed)

@@ -1,4 +1,5 @@
-"""Wang-Landau molecular dynamics on the weight sphere (study B's equilibrium models).
+"""Wang-Landau molecular dynamics on the weight sphere: models sampled flat in two collective
+variables (the sampler, the collective variables, walks into run folders).
 
 Importing this package imports no torch; each name loads its module on first use.
 """
@@ -6,10 +7,9 @@ Importing this package imports no torch; each name loads its module on first use
 from interp.lazy import lazy_surface
 
 _NAMES = {
-    **{
-        name: "interp.wlmd.sampler"
-        for name in ("WLMDConfig", "Sampler", "ModelCVs", "wlmd_run", "wlmd_produce", "walk_record")
-    },
+    **{name: "interp.wlmd.sampler" for name in ("WLMDConfig", "Sampler", "walk_record")},
+    "ModelCVs": "interp.wlmd.cvs",
+    **{name: "interp.wlmd.runs" for name in ("wlmd_run", "wlmd_produce")},
     **{
         name: "interp.wlmd.grid"
         for name in ("GridSpec", "Schedule", "OutOfGrid", "deposit", "interpolate", "flatness")

@@ -1,4 +1,4 @@
-"""The state of Wang-Landau molecular dynamics (study B): the entropy grid and the ln f schedule.
+"""The state of Wang-Landau molecular dynamics: the entropy grid and the ln f schedule.
 
 `EntropyGrid` bins two collective variables ``(x, y)`` on a regular grid and holds the running
 entropy estimate ``S`` (log density of states) and the visit histogram ``H``, one copy per
@@ -38,7 +38,7 @@ classic: start at ``ln_f0``, halve whenever the summed histogram is flat, reset 
   reachable at all. A walker held in one bin is "flat" by this count, so the classic schedule
   halves ln f while it goes nowhere.
 * ``"x"``: every bin along x of the histogram summed over y (0 until each has a visit), for a
-  walk that must cover a range of the first CV (study B's window in ln train loss) whatever
+  walk that must cover a range of the first CV (a window in ln train loss, say) whatever
   values of the second it takes there.
 """
 

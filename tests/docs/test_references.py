@@ -156,7 +156,7 @@ def test_the_resolver_tells_defined_from_merely_imported():
     assert "only imported into interp.training.loop" in resolve("interp.training.loop.TrainConfig")
     assert resolve("interp.training.TrainConfig") is None  # a package's public surface (`__all__`)
     assert resolve("analyses.registry.REGISTRY") is None  # a module-level assignment
-    assert resolve("interp.training.finetune.inject") == "interp.training.finetune has no 'inject'"
+    assert resolve("interp.training.finetuning.inject") == "interp.training.finetuning has no 'inject'"
     assert resolve("interp.store.RunSession.resume") is None
     assert resolve("interp.nonexistent_module") == "interp has no 'nonexistent_module'"
 

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from interp.errors import ConfigError, RunsInterrupted
-from interp.sweep.executors import LocalExecutor, Outcome, SubmititExecutor
+from interp.sweep.executors import LocalExecutor, SubmititExecutor
+from interp.sweep.outcome import Outcome
 
 ITEMS = [4.0, 9.0, -1.0, 16.0]  # math.sqrt(-1.0) raises ValueError: math domain error
 

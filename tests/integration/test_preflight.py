@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from analyses.recipes import plan_runs
-from interp.store.run_folder import CHECKPOINTS_DIR, create_run, run_lock
+from interp.store.layout import CHECKPOINTS_DIR
+from interp.store.run_folder import create_run, run_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "transformer_lens")

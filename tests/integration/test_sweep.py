@@ -332,7 +332,7 @@ def test_sweep_device_reaches_every_run_and_a_device_not_here_exits_2(tmp_path, 
     """
     from analyses.grids import grid_from_dict
     from interp.cli.sweep import run_grid
-    from interp.sweep.executors import Outcome
+    from interp.sweep.outcome import Outcome
 
     class Recording:  # an executor that trains nothing and keeps what it was asked to call
         def map(self, fn, items):

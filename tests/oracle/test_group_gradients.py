@@ -7,7 +7,7 @@ import torch
 
 from analyses.grads import ANALYSIS, GradsResult, Params, compute
 from analyses.subject import Subject
-from interp.dissect.group_gradients import GroupGradients, block_of, gradient_stats, group_gradients
+from interp.dissect.gradient_groups import GroupGradients, block_of, gradient_stats, group_gradients
 from interp.errors import ConfigError
 from interp.metrics import per_example_loss
 from models import QuadraticMLP, QuadraticMLPConfig, Transformer
@@ -151,7 +151,7 @@ def test_a_series_reuses_each_groups_chunks_until_a_tensor_changes():
     tensors each time (so the fast readout's index plans, cached per token tensor, are built
     once), hold exactly the group's rows in order, and are rebuilt when the mask is written.
     """
-    from interp.dissect.group_gradients import _group_chunks
+    from interp.dissect.gradient_groups import _group_chunks
 
     train = TASK.splits(0)["train"]
     mask = train.groups["consistent"].clone()

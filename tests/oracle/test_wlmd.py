@@ -17,17 +17,10 @@ import pytest
 import torch
 
 from interp.config import to_dict
+from interp.wlmd.cvs import ModelCVs, margins
 from interp.wlmd.grid import GridSpec, OutOfGrid, Schedule, at, deposit, flatness, interpolate
-from interp.wlmd.sampler import (
-    WALL_FORCES,
-    ModelCVs,
-    Sampler,
-    WLMDConfig,
-    margins,
-    walk_record,
-    wlmd_produce,
-    wlmd_run,
-)
+from interp.wlmd.runs import wlmd_produce, wlmd_run
+from interp.wlmd.sampler import WALL_FORCES, Sampler, WLMDConfig, walk_record
 from models import build_model, preset_config
 from tasks import ModAddTask
 
@@ -517,7 +510,7 @@ def test_a_signal_stops_production_at_the_step_reached_and_it_resumes_to_the_sam
     """
     from interp.errors import TrainingInterrupted
     from interp.store import is_done, list_checkpoints
-    from interp.wlmd.sampler import PROGRESS_DIR
+    from interp.wlmd.runs import PROGRESS_DIR
 
     _, _, cvs, run_config = _tiny()
     radius = cvs.flatten().norm().item()
@@ -544,18 +537,18 @@ def test_a_stop_right_after_a_resume_point_does_not_save_it_again(tmp_path, monk
     resume point, and a kill in the middle of that would leave a production that cannot resume.
     """
     from interp.errors import TrainingInterrupted
-    from interp.wlmd import sampler as sampler_module
+    from interp.wlmd import runs as runs_module
 
     _, _, cvs, run_config = _tiny()
     radius = cvs.flatten().norm().item()
     straight, expected = _produce(tmp_path / "a", cvs, run_config, radius, checkpoint_every=4)
-    save, saved_at = sampler_module._save_progress, []
+    save, saved_at = runs_module._save_progress, []
 
     def counted(progress, sampler, cvs, start, samples):
         saved_at.append(sampler.step - start)
         save(progress, sampler, cvs, start, samples)
 
-    monkeypatch.setattr(sampler_module, "_save_progress", counted)
+    monkeypatch.setattr(runs_module, "_save_progress", counted)
     _stop_at(monkeypatch, 3 + 4, _sigterm)  # production step 4: a resume point
     with pytest.raises(TrainingInterrupted, match="production step 4"):
         _produce(tmp_path / "b", cvs, run_config, radius, checkpoint_every=4)

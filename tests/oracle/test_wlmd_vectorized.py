@@ -18,8 +18,10 @@ import torch
 
 from interp.config import to_dict
 from interp.errors import ConfigError
+from interp.wlmd.cvs import ModelCVs
 from interp.wlmd.grid import GridSpec, Schedule
-from interp.wlmd.sampler import ModelCVs, Sampler, WLMDConfig, wlmd_run
+from interp.wlmd.runs import wlmd_run
+from interp.wlmd.sampler import Sampler, WLMDConfig
 from models import build_model, preset_config
 from tasks import ModAddTask
 
@@ -163,10 +165,10 @@ def test_a_walk_refuses_the_other_engine_and_a_loop_walk_records_none(tmp_path):
     # A loop walk's config is written as before the field existed, so older folders resume.
     assert "engine" not in json.loads((tmp_path / "loop" / "config.json").read_text())["wlmd"]
     vec = dataclasses.replace(loop, engine="vectorized")
-    with pytest.raises(ConfigError, match="walk of the loop engine, not the vectorized one"):
+    with pytest.raises(ConfigError, match="walked by the loop engine, not the vectorized one"):
         wlmd_run(tmp_path / "loop", run_config, cvs, None, vec, 4)
     wlmd_run(tmp_path / "vec", run_config, cvs, theta0, vec, 2)
-    with pytest.raises(ConfigError, match="walk of the vectorized engine, not the loop one"):
+    with pytest.raises(ConfigError, match="walked by the vectorized engine, not the loop one"):
         wlmd_run(tmp_path / "vec", run_config, cvs, None, loop, 4)
 
 

@@ -39,7 +39,7 @@ from interp.store import checkpoint_dir, list_checkpoints
 from interp.store.atomic import atomic_write_json
 from interp.store.run_folder import is_done, read_metrics
 from interp.sweep.specs import seed_folder, seed_folders
-from interp.wlmd.sampler import PROGRESS_DIR
+from interp.wlmd.runs import PROGRESS_DIR
 
 SETTINGS_FILE = "settings.json"
 

@@ -11,7 +11,7 @@ registered analysis (`rank`, `drift`, ...) opens their checkpoints:
    goldilocks model, so the walkers start in the target region; see docs/study_b.md), entropy
    phase then production with S frozen, snapshots in the target window saved as checkpoints.
 3. `inject`: extend the vocabulary by k new tokens (`models.vocab`), fine-tune on original train
-   + noise until train accuracy > 99.8% (`interp.training.finetune`); the norm is kept at the extended
+   + noise until train accuracy > 99.8% (`interp.training.finetuning`); the norm is kept at the extended
    model's starting norm when the source run was norm-constrained.
 4. The paper's comparisons (forgetting curves, effective ranks, cosines) are in
    `analyses.studies.study_b.figures`.
@@ -39,9 +39,11 @@ from interp.store import checkpoint_dir, list_checkpoints
 from interp.store.atomic import atomic_write_json
 from interp.training import TrainConfig, run_config, train
 from interp.training.config import finetune_config
-from interp.training.finetune import finetune, trainable_norm
+from interp.training.finetuning import finetune, trainable_norm
+from interp.wlmd.cvs import ModelCVs
 from interp.wlmd.grid import GridSpec, Schedule
-from interp.wlmd.sampler import ModelCVs, WLMDConfig, walk_record, wlmd_produce, wlmd_run
+from interp.wlmd.runs import wlmd_produce, wlmd_run
+from interp.wlmd.sampler import WLMDConfig, walk_record
 from models import build_model, load_model, preset_config
 from models.vocab import extend_vocab
 from tasks import ModAddTask, NoiseInjectionTask
@@ -316,7 +318,7 @@ def inject(
     """Extend the vocabulary of `source`'s model by `k` tokens and fine-tune on train + `noise`
     (on `device`).
 
-    Returns `interp.training.finetune.finetune`'s summary (``reached``, ``steps``, ``final``, ...).
+    Returns `interp.training.finetuning.finetune`'s summary (``reached``, ``steps``, ``final``, ...).
     """
     model, ckpt, src = load_source(source)
     if src["task"].get("name") != "modadd":

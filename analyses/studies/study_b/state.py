@@ -54,10 +54,10 @@ from interp.errors import CheckpointError, ConfigError
 from interp.store import checkpoint_dir, list_checkpoints
 from interp.store.atomic import atomic_write_json
 from interp.store.export import export_run
-from interp.store.layout import LATEST_FILE
-from interp.store.run_folder import CHECKPOINTS_DIR, DONE_FILE, SESSIONS_FILE, is_done
+from interp.store.layout import CHECKPOINTS_DIR, LATEST_FILE
+from interp.store.run_folder import DONE_FILE, SESSIONS_FILE, is_done
 from interp.sweep.specs import seed_folders
-from interp.wlmd.sampler import PROGRESS_DIR
+from interp.wlmd.runs import PROGRESS_DIR
 
 # The run folders of a seed that resuming its walk needs (each with its newest checkpoint only):
 # these, and every walker's own start (`START_RUNS`).

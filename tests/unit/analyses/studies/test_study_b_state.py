@@ -252,7 +252,8 @@ def test_a_production_stopped_exported_and_restored_elsewhere_resumes_to_the_sam
     carries the samples and the resume point, and measuring the restored folder resumes the
     production there (not from the walk's end), to the samples and rows of one never stopped.
     """
-    from interp.wlmd.sampler import PROGRESS_DIR, Sampler
+    from interp.wlmd.runs import PROGRESS_DIR
+    from interp.wlmd.sampler import Sampler
 
     reference = _measured(tmp_path_factory, "straight-sparse", SPARSE)
     first = tmp_path / "first-machine"
@@ -289,7 +290,7 @@ def test_a_production_that_ends_while_it_is_exported_is_carried_without_done(tmp
     resume point finishes the production.
     """
     from interp.store.run_folder import is_done
-    from interp.wlmd.sampler import PROGRESS_DIR
+    from interp.wlmd.runs import PROGRESS_DIR
 
     first = tmp_path / "first"
     samples = _killed_in_production(first, monkeypatch)

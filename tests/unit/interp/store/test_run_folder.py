@@ -268,7 +268,8 @@ def test_the_machine_is_recorded_with_the_config_and_each_session_and_a_resume_e
     import torch
 
     from interp.errors import Note
-    from interp.store.run_folder import machine, read_sessions
+    from interp.store.provenance import machine
+    from interp.store.run_folder import read_sessions
     from interp.store.session import open_run
 
     here = machine()

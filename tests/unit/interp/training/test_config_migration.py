@@ -16,7 +16,7 @@ from interp.errors import ConfigError
 from interp.store.run_folder import read_done
 from interp.sweep.specs import SWEEP_FILE, read_sweep
 from interp.training.config import FINETUNE_DEFAULTS, TrainConfig, finetune_config
-from interp.training.finetune import finetune
+from interp.training.finetuning import finetune
 from interp.wlmd.sampler import WLMDConfig
 from models import build_model, preset_config
 from tasks import ModAddTask

@@ -18,9 +18,9 @@ import torch
 from interp.config import from_dict
 from interp.errors import ConfigError
 from interp.store.checkpoint import list_checkpoints, load_checkpoint
-from interp.store.run_folder import read_config, read_metrics
+from interp.store.run_folder import check_engine, read_config, read_metrics
 from interp.training import TrainConfig, train, train_vectorized
-from interp.training.config import check_engine
+from interp.training.config import TRAIN_ENGINE
 from models import build_model, preset_config
 from tasks import ModAddTask
 
@@ -91,7 +91,7 @@ def test_a_folder_without_a_recorded_engine_resumes_as_separate_bit_identically(
     _separate(reference)
     _separate(run)
     assert "engine" not in json.loads((run / "config.json").read_text())["train"]
-    check_engine(run, "separate")
+    check_engine(run, "separate", **TRAIN_ENGINE)
     (run / "DONE").unlink()
     shutil.rmtree(run / "checkpoints" / "step_000004")
     (run / "checkpoints" / "LATEST").write_text("step_000002\n")

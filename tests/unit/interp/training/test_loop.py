@@ -15,7 +15,7 @@ from interp.metrics import milestones
 from interp.store.checkpoint import list_checkpoints, load_checkpoint
 from interp.store.run_folder import read_done, read_metrics, write_compute
 from interp.training import TrainConfig, train
-from interp.training.schedule import log_spaced_steps, schedule
+from interp.training.eval_steps import log_spaced_steps, schedule
 from models import build_model, preset_config
 from tasks import ModAddTask, MPSPTask
 

@@ -11,7 +11,7 @@ from interp.cli import main
 from interp.errors import ConfigError
 from interp.store.run_folder import is_done, read_config
 from interp.training import TrainConfig, precision, train, train_vectorized
-from interp.training.finetune import finetune
+from interp.training.finetuning import finetune
 from models import build_model, preset_config
 from tasks import MPSPTask
 

@@ -1,7 +1,7 @@
-"""Per-group gradient decomposition (study A, docs/study_a.md and docs/concepts/gradients.md).
+"""Per-group gradient decomposition (docs/concepts/gradients.md).
 
-For two groups of a split's examples (study A: `consistent` / `opposing` training examples;
-study C: `clean` / `corrupted`), ``g_a`` is the gradient of the mean loss over group a and
+For two groups of a split's examples (e.g. `consistent` / `opposing` training examples,
+or `clean` / `corrupted`), ``g_a`` is the gradient of the mean loss over group a and
 ``g_b`` the same over group b, for every parameter. Per block of parameters and in total we
 report:
 
@@ -12,18 +12,18 @@ report:
   groups partition the split) and its norm, absolute and relative to
   ``(n_a |g_a| + n_b |g_b|) / (n_a + n_b)`` (0: the groups cancel exactly; 1: they agree).
 
-**The trivial part (docs/study_a.md, "Cautions we measured").** At any stationary
+**The trivial part (docs/concepts/gradients.md).** At any stationary
 point of the full-batch loss the net gradient is zero, so ``n_a g_a = -n_b g_b``: the cosine is
--1 and ``|g_b| / |g_a| = n_a / n_b`` (``r / (1 - r)`` for study A's train split, 9 at r = 0.9)
+-1 and ``|g_b| / |g_a| = n_a / n_b`` (``r / (1 - r)`` for an MPSP train split, 9 at r = 0.9)
 *whatever the circuits do*. The count-weighted amplification is exactly the group-mean
 amplification divided by that trivial value, so it is 1 there. Only departures from the
 identity carry information: a count-weighted amplification away from 1, a cosine away from
--1, a net gradient that does not vanish. The study's 9-17x at r = 0.9 means 1-1.9x relative.
+-1, a net gradient that does not vanish. A measured 9-17x at r = 0.9 means 1-1.9x relative.
 
 Gradients come from `torch.autograd.grad` (never backward hooks: they would see a caller's hooks), in chunks whose
 per-group loss sums are scaled by the group sizes, so memory is bounded and the result equals
 the full-batch gradient up to float summation order. Blocks are found from parameter names
-(`block_of`), so the same code serves the transformer and study C's quadratic MLP.
+(`block_of`), so the same code serves the transformer and the quadratic MLP.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ _BLOCK_RULES: tuple[tuple[str, str], ...] = (
     (r"^blocks\.(\d+)\.(attn|ln1)\.", r"blocks.\1.attn"),
     (r"^blocks\.(\d+)\.(mlp|ln2)\.", r"blocks.\1.mlp"),
     (r"^(unembed|ln_final)\.", "unembed"),
-    # Top-level weights (study C's QuadraticMLP: W_E_left, W_E_right, W_U).
+    # Top-level weights (the QuadraticMLP's W_E_left, W_E_right, W_U).
     (r"^(W_E|W_pos)", "embed"),
     (r"^(W_U|b_U)", "unembed"),
 )
@@ -213,7 +213,7 @@ class GradientStats:
         net_norm: ``|(n_a g_a + n_b g_b) / (n_a + n_b)|``.
         net_rel: `net_norm` over ``(n_a |g_a| + n_b |g_b|) / (n_a + n_b)``: 0 when the groups
             cancel (stationary point), 1 when they point the same way.
-        trivial_amp: ``n_a / n_b`` (``r / (1 - r)`` in study A).
+        trivial_amp: ``n_a / n_b`` (``r / (1 - r)`` for an MPSP split).
     """
 
     blocks: tuple[str, ...]

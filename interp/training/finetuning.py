@@ -1,10 +1,10 @@
-"""Fine-tuning until a train-accuracy target: study B's noise injection, for any model and task.
+"""Fine-tuning until a train-accuracy target (e.g. noise injection), for any model and task.
 
-Study B forces a trained model to memorise new data (a noise set on new tokens) together with
-its original training data, until the combined train accuracy exceeds 99.8%, and tracks the
+Noise injection forces a trained model to memorise new data (a noise set on new tokens) together
+with its original training data, until the combined train accuracy exceeds 99.8%, and tracks the
 original task's test accuracy along the way (the forgetting curve). `finetune` does exactly that
 for any hooked model and task (the vocabulary extension and the noise task live in `models`
-and `tasks`; `analyses.studies.study_b.protocol` puts them together). It is `interp.training.loop.TrainLoop`
+and `tasks`; an experiment puts them together). It is `interp.training.loop.TrainLoop`
 with a `TrainConfig` whose ``target_acc`` is set (`interp.training.config.finetune_config`):
 
 * full-batch AdamW on the task's `train` split; the stopping test uses the logits of the very
@@ -15,8 +15,8 @@ with a `TrainConfig` whose ``target_acc`` is set (`interp.training.config.finetu
 * every `eval_every` steps (and at the start and the stop) every split and group is evaluated
   into `metrics.jsonl` (`test/acc` is the forgetting curve, `train/noise/acc` the memorisation);
 * optional sphere constraint `weight_norm` (projection before the first step and after every
-  step). Study B's choice (`analyses.studies.study_b.protocol`): keep the norm the extended model starts
-  with, so step 0 is exactly the original function on original inputs;
+  step). Keeping the norm the extended model starts with makes step 0 exactly the original
+  function on original inputs;
 * checkpoints at step 0, every `checkpoint_every` steps and at the stop, in the run format, so
   every analysis opens the result; resuming (from any checkpoint, RNG included) is bit-identical.
 """
