@@ -25,11 +25,13 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/interp study-a demo
 
+# The default suite: at most 12 minutes on 2 idle cores (README); --durations shows where it goes.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n 2 -m "not slow" --durations=30 $(PYTEST_ARGS)
 
+# What cannot fit the default suite's budget (full-size runs, signal and kill tests): CI runs it too.
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 -m slow $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n 2 -m slow --durations=30 $(PYTEST_ARGS)
 
 # ruff: lint rules and formatting (pyproject.toml [tool.ruff]); CI fails on either.
 lint: $(STAMP)
