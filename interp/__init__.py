@@ -21,7 +21,8 @@ _NAMES_BY_HOME = {
     "interp.splits": ("Split", "Task"),
     "interp.metrics": ("evaluate", "per_example_loss", "find_rise"),
     "interp.errors": ("InterpError", "ConfigError", "CheckpointError"),
-    "interp.text": ("model_summary",),
+    "interp.text": ("model_summary", "splits_table"),
+    "interp.config": ("param", "to_dict"),
     "interp.store": (
         "open_run",
         "RunHandle",
@@ -33,7 +34,14 @@ _NAMES_BY_HOME = {
         "read_metrics",
         "export_weights",
     ),
-    "interp.training": ("TrainConfig", "TrainLoop", "train", "train_vectorized", "finetune"),
+    "interp.training": (
+        "TrainConfig",
+        "TrainLoop",
+        "train",
+        "train_vectorized",
+        "finetune",
+        "finetune_config",
+    ),
     "interp.dissect": (
         "Intervention",
         "run_interventions",
