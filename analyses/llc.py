@@ -30,6 +30,7 @@ from analyses.llc_params import Params
 from analyses.registry import REGISTRY
 from analyses.subject import Subject
 from interp.config import to_dict
+from interp.dissect.hooks import readout_of
 from interp.dissect.learning_coefficient import FLAG_TEXT, Health, LLCEstimate, chain_frame, llc, llc_figure
 from interp.errors import CheckpointError
 from interp.metrics import mean_loss
@@ -97,10 +98,12 @@ class LLCResult(Result):
 
 
 def loss_of(loss: str):  # noqa: ANN201 - a closure over the loss name
-    """The run's training loss at the readout, as `llc`'s ``loss_fn(model, (tokens, labels))``."""
+    """The run's training loss at the readout, as `llc`'s ``loss_fn(model, (tokens, labels))``
+    (the readout of ours, or a TransformerLens model's last position: `readout_of`).
+    """
 
     def loss_fn(model: nn.Module, batch: tuple[Tensor, ...]) -> Tensor:
-        return mean_loss(model.readout(batch[0]), batch[1], loss)
+        return mean_loss(readout_of(model)(batch[0]), batch[1], loss)
 
     return loss_fn
 

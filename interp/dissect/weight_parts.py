@@ -154,8 +154,10 @@ def restrict_masks(model: nn.Module, restrict: str | Sequence[str] | None) -> di
         restrict: Comma-separated names, a list of names, or None / ``""`` for every parameter.
 
     Returns:
-        ``{parameter name: mask or None}``; a mask has the parameter's shape and dtype, 1 where
-        sampled and 0 where held.
+        ``{parameter name: mask or None}`` in name order; a mask has the parameter's shape and
+        dtype, 1 where sampled and 0 where held. Name order, not the order the model registered
+        its parameters, is the order the sampler draws its noise in: a `HookedTransformer` and
+        ours holding the same weights (their registration orders differ) get the same noise.
 
     Raises:
         ConfigError: If a layer or head is out of the model's range, or a name covers no
@@ -167,7 +169,7 @@ def restrict_masks(model: nn.Module, restrict: str | Sequence[str] | None) -> di
     text = ",".join(restrict) if isinstance(restrict, (list, tuple)) else (restrict or "")
     parts = parse_restrict(text, strict=False)
     if not parts:
-        return {name: None for name in params}
+        return {name: None for name in sorted(params)}
     masks: dict[str, Tensor | None] = {}
     for part in parts:
         _check_layer(model, part, params)
@@ -180,7 +182,7 @@ def restrict_masks(model: nn.Module, restrict: str | Sequence[str] | None) -> di
                 _check_head(part, params[name])
                 mask[part.head] = 1
                 masks[name] = mask
-    return masks
+    return dict(sorted(masks.items()))
 
 
 def _covered(part: Part, params: dict[str, Tensor]) -> list[str]:

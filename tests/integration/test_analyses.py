@@ -29,6 +29,27 @@ RUNS = {
 }
 DEFAULT_RUNS = ("transformer", "quadratic_mlp")
 
+# The same code paths at a size the suite can afford: circuit's defaults took ~4 minutes, and
+# llc's 4 chains x 300 steps (6 grid cells for llc-calibrate) took 12 to 30 minutes a test on
+# CI's loaded cores. Short chains still exercise every path (vmap, R-hat over 2 chains, the grid).
+SIZES = {
+    "circuit": {"max_examples": 12, "steps": 3},
+    "llc": {"chains": 2, "draws": 6, "burn_in": 4},
+    "llc-calibrate": {"chains": 2, "draws": 6, "burn_in": 4, "step_sizes": "1e-4,1e-3", "n_betas": "1x"},
+}
+
+
+def _params(name: str):
+    """`name`'s parameters at the suite's size."""
+    return get_analysis(name).params(**SIZES.get(name, {}))
+
+
+def _size_args(name: str) -> list[str]:
+    """The same sizes as CLI options (`--burn-in 4`)."""
+    return [
+        a for key, value in SIZES.get(name, {}).items() for a in (f"--{key.replace('_', '-')}", str(value))
+    ]
+
 
 def _kind(run: str) -> str:
     task, preset, _ = RUNS[run]
@@ -94,9 +115,11 @@ def test_registry_entry_matches_its_module(name):
 def test_cli_and_python_api_give_identical_results(name, run, runs, tmp_path, capsys):
     run_dir = runs[run]
     analysis = get_analysis(name)
-    result = analysis.compute(load_subject(run_dir), analysis.params())
+    result = analysis.compute(load_subject(run_dir), _params(name))
     result.save(tmp_path / "api")
-    code, out, err = _cli(capsys, name, "--ckpt", str(run_dir), "--out", str(tmp_path / "cli"))
+    code, out, err = _cli(
+        capsys, name, "--ckpt", str(run_dir), *_size_args(name), "--out", str(tmp_path / "cli")
+    )
     assert code == 0, err
     assert "saved to" in out
     (api_json, api_tensors), (cli_json, cli_tensors) = _saved(tmp_path / "api"), _saved(tmp_path / "cli")
@@ -150,13 +173,13 @@ def test_no_analysis_lets_a_hook_fail_silently(name, run, runs, tmp_path):
     # does). An analysis that registers a hook must then raise HookError naming it; one that
     # registers none (weights only, or forward passes without hooks) must give the same result.
     analysis = get_analysis(name)
-    analysis.compute(load_subject(runs[run]), analysis.params()).save(tmp_path / "intact", figure=False)
+    analysis.compute(load_subject(runs[run]), _params(name)).save(tmp_path / "intact", figure=False)
     subject = load_subject(runs[run])
     for hook in list(subject.model.hook_dict):
         parent, _, attr = hook.rpartition(".")
         setattr(subject.model.get_submodule(parent) if parent else subject.model, attr, nn.Identity())
     try:
-        result = analysis.compute(subject, analysis.params())
+        result = analysis.compute(subject, _params(name))
     except HookError as err:
         assert "never fired" in str(err)
         return
@@ -242,9 +265,6 @@ def test_evolve_rejects_unknown_params_with_exit_2(runs, capsys):
     assert code == 2 and "did you mean 'neurons'" in err and "Traceback" not in err
 
 
-SERIES_SIZES = {"circuit": {"max_examples": 12, "steps": 3}}
-
-
 @pytest.mark.parametrize("name, run", CASES, ids=[f"{n}-{r}" for n, r in CASES])
 def test_evolve_series_equals_each_checkpoint_loaded_alone(name, run, runs, tmp_path):
     """`evolve` reuses one model and the splits across checkpoints (`subject_series`); every
@@ -260,8 +280,7 @@ def test_evolve_series_equals_each_checkpoint_loaded_alone(name, run, runs, tmp_
 
     folder = shutil.copytree(runs[run], tmp_path / "run")  # no cached results from other tests
     analysis = get_analysis(name)
-    # The same code paths at a size the suite can afford (circuit's defaults took ~4 minutes here).
-    params = analysis.params(**SERIES_SIZES.get(name, {}))
+    params = _params(name)
     evolution = evolve(folder, analysis, params, progress=False)
     for step, result in list(zip(evolution.steps, evolution.results))[:: max(1, len(evolution.steps) // 3)]:
         alone = analysis.compute(load_subject(checkpoint_dir(folder, step)), params)

@@ -34,6 +34,8 @@ ON_MPSP = (
     "grads",
     "probe",
     "rank",
+    "llc",
+    "llc-calibrate",
 )
 ON_MODADD = ("fourier", "progress")
 REFUSED = {
@@ -44,7 +46,12 @@ REFUSED = {
 
 
 # Fewer of the costly repeats (EAP-IG steps, probe shuffles): the comparison needs every code path, not precision.
-PARAMS = {"circuit": {"steps": 4, "flips": "label"}, "probe": {"shuffles": 2, "folds": 3}}
+PARAMS = {
+    "circuit": {"steps": 4, "flips": "label"},
+    "probe": {"shuffles": 2, "folds": 3},
+    "llc": {"chains": 2, "draws": 6, "burn_in": 4},
+    "llc-calibrate": {"chains": 2, "draws": 6, "burn_in": 4, "step_sizes": "1e-4,1e-3", "n_betas": "1x"},
+}
 
 
 def _params(analysis):
