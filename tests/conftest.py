@@ -6,7 +6,10 @@ on a module: library code must scope hooks with `model.hooks(...)` / `run_with_h
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 
 import pytest
 import torch
@@ -15,6 +18,11 @@ from torch import nn
 # Entry-point plugins are off in the suite (so a plugin installed in the venv changes no test);
 # the plugin tests turn them on for themselves. Set at import: subprocesses inherit it.
 os.environ["INTERP_NO_PLUGINS"] = "1"
+# torch.compile's kernels are cached in /tmp/torchinductor_$USER across processes; a kernel left
+# half-written there by a killed run aborted the interpreter when loaded (CI's worker crash in
+# test_compiled_fast_readout_matches_hooked_forward). The suite compiles into a cache of its own.
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="interp-tests-inductor-")
+atexit.register(shutil.rmtree, os.environ["TORCHINDUCTOR_CACHE_DIR"], ignore_errors=True)
 
 _REGISTER = (
     "register_forward_hook",
