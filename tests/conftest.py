@@ -54,10 +54,22 @@ def no_leaked_hooks(monkeypatch: pytest.MonkeyPatch):
     assert not leaked, f"test left hooks registered on: {sorted(set(leaked))}"
 
 
+def _threads() -> int:
+    """Torch threads per test process: 2, or the cores' share of one xdist worker (`make test`
+    runs 2 workers on 2 cores: 2 threads each oversubscribed the cores, and CI's llc tests ran
+    ~20x slower than on quiet ones).
+    """
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    return max(1, min(2, (os.cpu_count() or 1) // workers))
+
+
+THREADS = _threads()
+
+
 @pytest.fixture(autouse=True)
 def _deterministic_threads():
     # Tests compare floats at 1e-5; fix the thread count so reductions are reproducible.
-    torch.set_num_threads(min(2, torch.get_num_threads()))
+    torch.set_num_threads(THREADS)
     yield
 
 
