@@ -30,3 +30,27 @@ STUDY_B_TOY: dict[str, Any] = {
 }
 """Study B's settings at toy scale (`study_b_settings.settings_with`): p = 11, a small model, 30
 epochs of AdamW; the pilots' and the wall diagnostic's tests walk from it."""
+
+
+# Analyses whose defaults cost minutes, at a size the suite can afford (the same code paths):
+# circuit's defaults took ~4 minutes, and llc's 4 chains x 300 steps (6 grid cells for
+# llc-calibrate) 12 to 30 minutes a test on CI's loaded cores. Short chains still exercise every
+# path (vmap, R-hat over 2 chains, the grid).
+ANALYSIS_SIZES: dict[str, dict[str, Any]] = {
+    "circuit": {"max_examples": 12, "steps": 3},
+    "llc": {"chains": 2, "draws": 6, "burn_in": 4},
+    "llc-calibrate": {"chains": 2, "draws": 6, "burn_in": 4, "step_sizes": "1e-4,1e-3", "n_betas": "1x"},
+}
+
+
+def sized_params(name: str) -> Any:
+    """Analysis `name`'s parameters at the suite's size (`ANALYSIS_SIZES`; defaults otherwise)."""
+    from analyses import get_analysis
+
+    return get_analysis(name).params(**ANALYSIS_SIZES.get(name, {}))
+
+
+def size_args(name: str) -> list[str]:
+    """The same sizes as CLI options (`--burn-in 4`)."""
+    sizes = ANALYSIS_SIZES.get(name, {})
+    return [arg for key, value in sizes.items() for arg in (f"--{key.replace('_', '-')}", str(value))]

@@ -18,6 +18,7 @@ from interp.errors import HookError
 from interp.training import TrainConfig, train
 from models import build_model, preset_config
 from tasks import ModAddTask, MPSPTask
+from tests.builders import size_args, sized_params
 
 # Tiny trained runs: (task, preset, training options). The first two are each model kind's
 # default run; an analysis that names the task families it applies to also runs on every run of
@@ -28,27 +29,6 @@ RUNS = {
     "modadd_transformer": (ModAddTask(p=11, train_frac=0.6), "modadd-1l", {}),
 }
 DEFAULT_RUNS = ("transformer", "quadratic_mlp")
-
-# The same code paths at a size the suite can afford: circuit's defaults took ~4 minutes, and
-# llc's 4 chains x 300 steps (6 grid cells for llc-calibrate) took 12 to 30 minutes a test on
-# CI's loaded cores. Short chains still exercise every path (vmap, R-hat over 2 chains, the grid).
-SIZES = {
-    "circuit": {"max_examples": 12, "steps": 3},
-    "llc": {"chains": 2, "draws": 6, "burn_in": 4},
-    "llc-calibrate": {"chains": 2, "draws": 6, "burn_in": 4, "step_sizes": "1e-4,1e-3", "n_betas": "1x"},
-}
-
-
-def _params(name: str):
-    """`name`'s parameters at the suite's size."""
-    return get_analysis(name).params(**SIZES.get(name, {}))
-
-
-def _size_args(name: str) -> list[str]:
-    """The same sizes as CLI options (`--burn-in 4`)."""
-    return [
-        a for key, value in SIZES.get(name, {}).items() for a in (f"--{key.replace('_', '-')}", str(value))
-    ]
 
 
 def _kind(run: str) -> str:
@@ -115,10 +95,10 @@ def test_registry_entry_matches_its_module(name):
 def test_cli_and_python_api_give_identical_results(name, run, runs, tmp_path, capsys):
     run_dir = runs[run]
     analysis = get_analysis(name)
-    result = analysis.compute(load_subject(run_dir), _params(name))
+    result = analysis.compute(load_subject(run_dir), sized_params(name))
     result.save(tmp_path / "api")
     code, out, err = _cli(
-        capsys, name, "--ckpt", str(run_dir), *_size_args(name), "--out", str(tmp_path / "cli")
+        capsys, name, "--ckpt", str(run_dir), *size_args(name), "--out", str(tmp_path / "cli")
     )
     assert code == 0, err
     assert "saved to" in out
@@ -173,13 +153,13 @@ def test_no_analysis_lets_a_hook_fail_silently(name, run, runs, tmp_path):
     # does). An analysis that registers a hook must then raise HookError naming it; one that
     # registers none (weights only, or forward passes without hooks) must give the same result.
     analysis = get_analysis(name)
-    analysis.compute(load_subject(runs[run]), _params(name)).save(tmp_path / "intact", figure=False)
+    analysis.compute(load_subject(runs[run]), sized_params(name)).save(tmp_path / "intact", figure=False)
     subject = load_subject(runs[run])
     for hook in list(subject.model.hook_dict):
         parent, _, attr = hook.rpartition(".")
         setattr(subject.model.get_submodule(parent) if parent else subject.model, attr, nn.Identity())
     try:
-        result = analysis.compute(subject, _params(name))
+        result = analysis.compute(subject, sized_params(name))
     except HookError as err:
         assert "never fired" in str(err)
         return
@@ -280,7 +260,7 @@ def test_evolve_series_equals_each_checkpoint_loaded_alone(name, run, runs, tmp_
 
     folder = shutil.copytree(runs[run], tmp_path / "run")  # no cached results from other tests
     analysis = get_analysis(name)
-    params = _params(name)
+    params = sized_params(name)
     evolution = evolve(folder, analysis, params, progress=False)
     for step, result in list(zip(evolution.steps, evolution.results))[:: max(1, len(evolution.steps) // 3)]:
         alone = analysis.compute(load_subject(checkpoint_dir(folder, step)), params)

@@ -33,6 +33,7 @@ from interp.training import TrainConfig, train
 from interp.training.memory import check_memory
 from models import build_model, preset_config
 from tasks import MPSPTask
+from tests.builders import size_args
 from tests.mounts import remount, require_root, tmpfs
 
 TASK = {"vocab": 12, "n": 4, "n_train": 128, "n_val": 32, "n_adv": 32}
@@ -318,7 +319,9 @@ def test_analyses_and_report_on_a_read_only_run_write_only_under_out(tmp_path, c
         remount(disk, "ro")
         before = _tree(disk)
         for name in _cases():
-            code, _, err = _cli(capsys, name, "--ckpt", run, "--out", tmp_path / "out" / name)
+            code, _, err = _cli(
+                capsys, name, "--ckpt", run, *size_args(name), "--out", tmp_path / "out" / name
+            )
             assert code == 0, (name, err)
             assert (tmp_path / "out" / name / "result.json").is_file()
         code, _, err = _cli(capsys, "fingerprint", "--ckpt", run)  # no --out: refused, nothing tried
