@@ -64,6 +64,9 @@ def _threads() -> int:
 
 
 THREADS = _threads()
+# The same for the processes tests start (a CLI in a subprocess, a docs build executing a
+# tutorial): they inherit it unless they set their own (`--threads`).
+os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
 
 
 @pytest.fixture(autouse=True)
