@@ -42,11 +42,11 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-# The model unit tests under TransformerLens 4.x (the oracle tests compare against 3.x's
-# HookedTransformer, which 4.x removed, so they run in `make test` only).
+# The model unit tests and the TransformerBridge oracle (tests/tl4) under TransformerLens 4.x
+# (4.x removed 3.x's HookedTransformer, whose oracle runs in `make test` only).
 test-tl4:
 	$(MAKE) VENV=.venv-tl4 TL_SPEC='transformer-lens>=4,<5' install
-	.venv-tl4/bin/python -m pytest -q tests/unit/models
+	.venv-tl4/bin/python -m pytest -q -n 2 tests/unit/models tests/tl4
 
 # The docs site (Sphinx + MyST-NB + furo, installed with the rest: the tests build a tutorial
 # page), tutorials executed, warnings as errors.

@@ -10,6 +10,7 @@ import atexit
 import os
 import shutil
 import tempfile
+from importlib.metadata import version
 
 import pytest
 import torch
@@ -18,6 +19,11 @@ from torch import nn
 # Entry-point plugins are off in the suite (so a plugin installed in the venv changes no test);
 # the plugin tests turn them on for themselves. Set at import: subprocesses inherit it.
 os.environ["INTERP_NO_PLUGINS"] = "1"
+
+# tests/tl4 runs under TransformerLens 4.x (`make test-tl4`), tests/oracle's TransformerLens
+# oracles under 3.x (`make test`): each venv collects the tests of its own TransformerLens.
+_TL_MAJOR = int(version("transformer-lens").split(".")[0])
+collect_ignore = ["tl4"] if _TL_MAJOR < 4 else ["oracle/test_transformer_lens_subjects.py"]
 # torch.compile's kernels are cached in /tmp/torchinductor_$USER across processes; a kernel left
 # half-written there by a killed run aborted the interpreter when loaded (CI's worker crash in
 # test_compiled_fast_readout_matches_hooked_forward). The suite compiles into a cache of its own.

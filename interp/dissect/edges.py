@@ -37,6 +37,7 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 
 from interp.dissect.hooks import HookFn, checked_hooks
+from interp.errors import ConfigError
 
 QKV = ("q", "k", "v")
 DEFAULT_MAX_ROWS = 8192  # rows (variants x pairs) in one forward pass
@@ -177,8 +178,19 @@ def with_split_inputs(model: nn.Module) -> nn.Module:
     cfg = model.cfg
     if cfg.use_split_qkv_input and cfg.use_hook_mlp_in:
         return model
-    new_cfg = dataclasses.replace(cfg, use_split_qkv_input=True, use_hook_mlp_in=True)
     twin = copy.deepcopy(model)
+    if hasattr(twin, "set_use_split_qkv_input"):  # TransformerLens's models switch them themselves
+        try:
+            twin.set_use_split_qkv_input(True)
+            twin.set_use_hook_mlp_in(True)
+        except NotImplementedError:  # 4.x's TransformerBridge over attention without them
+            raise ConfigError(
+                f"{type(model).__name__} has no hook on each head's query/key/value input",
+                "edge patching needs per-head input hooks: use a model that has them "
+                "(ours, or TransformerLens 3.x's HookedTransformer)",
+            ) from None
+        return twin
+    new_cfg = dataclasses.replace(cfg, use_split_qkv_input=True, use_hook_mlp_in=True)
     for module in twin.modules():
         if getattr(module, "cfg", None) is not None and module.cfg == cfg:
             module.cfg = new_cfg

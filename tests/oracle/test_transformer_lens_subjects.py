@@ -8,7 +8,6 @@ subject too, its components heads only; what needs something the model lacks ref
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 import torch
 from transformer_lens import HookedTransformer, HookedTransformerConfig
@@ -17,45 +16,7 @@ from analyses import REGISTRY, get_analysis
 from analyses.subject import Subject
 from interp.errors import ConfigError
 from models.convert import from_transformer_lens
-from tasks import ModAddTask, MPSPTask
-
-MPSP = MPSPTask(vocab=12, n=4, n_train=64, n_val=32, n_adv=32, r=0.75)
-MODADD = ModAddTask(p=11, train_frac=0.6)
-
-# The analyses of a transformer, by the task each runs on here; the rest refuse (REFUSED).
-ON_MPSP = (
-    "patch",
-    "path-patch",
-    "attribute",
-    "circuit",
-    "dla",
-    "ablate",
-    "fingerprint",
-    "grads",
-    "probe",
-    "rank",
-    "llc",
-    "llc-calibrate",
-)
-ON_MODADD = ("fourier", "progress")
-REFUSED = {
-    "ipr": "needs study C's quadratic MLP",
-    "prune": "needs study C's quadratic MLP",
-    "drift": "needs --reference when the subject does not come from a checkpoint",
-}
-
-
-# Fewer of the costly repeats (EAP-IG steps, probe shuffles): the comparison needs every code path, not precision.
-PARAMS = {
-    "circuit": {"steps": 4, "flips": "label"},
-    "probe": {"shuffles": 2, "folds": 3},
-    "llc": {"chains": 2, "draws": 6, "burn_in": 4},
-    "llc-calibrate": {"chains": 2, "draws": 6, "burn_in": 4, "step_sizes": "1e-4,1e-3", "n_betas": "1x"},
-}
-
-
-def _params(analysis):
-    return analysis.params(**PARAMS.get(analysis.name, {}))
+from tests.tl_subjects import MODADD, MPSP, ON_MODADD, ON_MPSP, REFUSED, params_of, same_frames
 
 
 def test_every_registered_analysis_is_either_run_or_refused_here():
@@ -93,26 +54,16 @@ def pairs():
     return out
 
 
-def _same_frames(a: pd.DataFrame, b: pd.DataFrame) -> None:
-    assert list(a.columns) == list(b.columns) and len(a) == len(b) > 0
-    for column in a.columns:
-        x, y = a[column].to_numpy(), b[column].to_numpy()
-        if np.issubdtype(x.dtype, np.number) and np.issubdtype(y.dtype, np.number):
-            np.testing.assert_allclose(x.astype(float), y.astype(float), rtol=1e-4, atol=1e-4, err_msg=column)
-        else:
-            assert list(x) == list(y), column
-
-
 @pytest.mark.parametrize("name", [*ON_MPSP, *ON_MODADD])
 def test_an_analysis_of_a_transformer_lens_model_equals_it_on_ours(name, pairs):
     analysis = get_analysis(name)
     theirs, ours = pairs["modadd" if name in ON_MODADD else "mpsp"]
     assert type(theirs.model).__name__ == "HookedTransformer" and type(ours.model).__name__ == "Transformer"
     torch.manual_seed(0)
-    on_theirs = analysis.compute(theirs, _params(analysis))
+    on_theirs = analysis.compute(theirs, params_of(analysis))
     torch.manual_seed(0)
-    on_ours = analysis.compute(ours, _params(analysis))
-    _same_frames(on_theirs.to_frame(), on_ours.to_frame())
+    on_ours = analysis.compute(ours, params_of(analysis))
+    same_frames(on_theirs.to_frame(), on_ours.to_frame())
     on_theirs.figure()  # the figure builds from a TransformerLens model's result too
 
 
@@ -132,14 +83,14 @@ def attention_only():
 @pytest.mark.parametrize("name", [n for n in ON_MPSP if n != "circuit"])
 def test_an_attention_only_transformer_lens_model_is_a_subject(name, attention_only, pairs):
     analysis = get_analysis(name)
-    frame = analysis.compute(attention_only, _params(analysis)).to_frame()
+    frame = analysis.compute(attention_only, params_of(analysis)).to_frame()
     assert len(frame) > 0
     numbers = frame.select_dtypes("number").to_numpy(dtype=float)
     assert np.isfinite(numbers[~np.isnan(numbers)]).all()
     text = " ".join(map(str, frame.to_numpy().ravel()))
     assert "MLP" not in text and "mlp_out" not in text and "W_in" not in text  # heads only
     if name in ("dla", "ablate"):  # every head listed, as for the model with MLPs
-        full = analysis.compute(pairs["mpsp"][0], _params(analysis)).to_frame()
+        full = analysis.compute(pairs["mpsp"][0], params_of(analysis)).to_frame()
         column = "component"
         heads = sorted({c for c in full[column] if "H" in str(c) and "MLP" not in str(c)})
         assert heads == sorted({c for c in frame[column] if "H" in str(c)})
