@@ -177,7 +177,9 @@ def write_report(
     out: str | Path | None = None,
     *,
     figure: Figure | None = None,
-    sections: Sequence[str] = (),
+    preface: Sequence[str] = (),
+    runs_head: Sequence[str] | None = None,
+    title: str | None = None,
     studies: Sequence[ReportSection] | None = None,
 ) -> Path:
     """Write `report.html`, `rates.csv`, `runs.csv` and `sweeps.csv` (and what the studies' sections
@@ -188,7 +190,10 @@ def write_report(
         out: Where to write (default: `folder`).
         figure: Each run's figure from its folder (default: accuracy curves; `interp report
             --evolution` draws study A's circuit evolution for runs with checkpoints).
-        sections: HTML placed before the runs (`make demo` adds study A's committed results).
+        preface: HTML placed first, under the title (`make demo` opens with study A's answer).
+        runs_head: HTML that heads the report of `folder`'s own runs, whose headings then go one
+            level down (`make demo`: "Your runs"); None: that report is the page.
+        title: The page's title (default: "Report: " and the folder's name).
         studies: The studies' sections (default: every study's, `study_sections`).
 
     Returns:
@@ -204,8 +209,7 @@ def write_report(
     write_plotly_js(out)
     swept = sweep_rows(folder, sweeps, runs)
     pd.DataFrame(swept).to_csv(out / SWEEPS_FILE, index=False)
-    body = [
-        f"<h1>Report: {html.escape(folder.name or str(folder))}</h1>",
+    own = [
         _lead(folder, runs, len(sweeps)),
         "<h2>What was run</h2>",
         html_table(swept, ["sweep"] if len(sweeps) > 1 else []),
@@ -220,12 +224,15 @@ def write_report(
         figure_div("time-to-milestone", time_to_milestone_figure(runs), eager=True),
         *(part for study in studies for part in study.html(runs, out)),
         *_diverged_html(runs),
-        *sections,
         f"<h2>Runs ({len(runs)})</h2>",
         "<p>Open a run to draw its figure.</p>",
         *(_run_section(index, run, figure, studies) for index, run in enumerate(runs)),
     ]
-    atomic_write_text(out / REPORT_FILE, _page(f"Report: {folder.name}", "\n".join(body)))
+    if runs_head is not None:  # a section of a larger page: its headings one level down
+        own = [*runs_head, *(part.replace("<h2>", "<h3>").replace("</h2>", "</h3>") for part in own)]
+    title = title or f"Report: {folder.name or folder}"
+    body = [f"<h1>{html.escape(title)}</h1>", *preface, *own]
+    atomic_write_text(out / REPORT_FILE, _page(title, "\n".join(body)))
     return out / REPORT_FILE
 
 

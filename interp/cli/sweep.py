@@ -144,20 +144,21 @@ def write_sweep_report(
     evolution: bool,
     progress: bool,
     out: Path | None = None,
-    sections: list[str] | None = None,
+    **page: Any,
 ) -> Path:
     """The HTML report of the sweeps below `folder`, written to `out` (default: `folder`);
     with `evolution`, its study's figure over checkpoints (study A's circuit evolution) for every
     run that has checkpoints (their per-step results cached under `out`/cache when `out` is given,
     so the runs are only read);
-    `sections`: more HTML before the runs (`interp study-a demo`'s committed results).
+    `page`: `analyses.report.page.write_report`'s page options (`interp study-a demo` opens with
+    study A's answer and puts its own runs under "Your runs").
     """
     from analyses.report.page import write_report
 
     figure = None
     if evolution:
         figure = partial(_evolution_or_accuracy, progress=progress, folder=folder, out=out)
-    return write_report(folder, out, figure=figure, sections=sections or [])
+    return write_report(folder, out, figure=figure, **page)
 
 
 def _evolution_or_accuracy(run_dir: Path, *, progress: bool, folder: Path, out: Path | None) -> Any:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -45,13 +46,33 @@ def sweep(tmp_path_factory) -> Path:
     return folder / "out"
 
 
+@pytest.fixture(scope="module")
+def demo_page(sweep, tmp_path_factory) -> Path:
+    """The demo's own report of that sweep, as `make demo` writes it: study A's answer from this
+    checkout's committed grids first; the phase-2 series is the sweep's two-layer run (a tiny
+    one, so the page is drawn in seconds), then "Your runs".
+    """
+    from analyses.studies.study_a.cli import demo_report
+    from analyses.studies.study_a.demo import RESULTS, SERIES, SHOWN
+
+    demo = tmp_path_factory.mktemp("own") / "demo"  # a copy: the sweep's own report.html stays
+    shutil.copytree(sweep, demo)
+    results = tmp_path_factory.mktemp("results")
+    for name in SHOWN:
+        if (RESULTS / name).is_dir():
+            (results / name).symlink_to(RESULTS / name)
+    (results / SERIES).parent.mkdir(parents=True)
+    (results / SERIES).symlink_to(_two_layer_run(demo))
+    return demo_report(demo, progress=False, results=results)
+
+
 def _two_layer_run(sweep: Path) -> Path:
     return next(
         p.parent for p in sorted(sweep.rglob("config.json")) if "mpsp-2l2h" in str(p) and "r=0.9" in str(p)
     )
 
 
-def test_the_demo_report_with_every_run_opened(sweep, page):
+def test_the_sweep_report_with_every_run_opened(sweep, page):
     page.open(sweep / "report.html")
     page.assert_clean(min_figures=1)  # the rates figure is drawn at once
     closed = page.page.evaluate("() => document.querySelectorAll('details[data-figure]').length")
@@ -60,6 +81,22 @@ def test_the_demo_report_with_every_run_opened(sweep, page):
     page.page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length >= 5")
     page.wait_for_plots()
     page.assert_clean(min_figures=5)
+
+
+def test_the_demo_report_with_every_run_opened(demo_page, page):
+    page.open(demo_page)
+    # Drawn at once: the committed grids' time-to-rule curves and the map, the phase-2 run, the
+    # demo's own rates and time-to-milestone.
+    page.assert_clean(min_figures=6)
+    first = page.page.evaluate("() => document.querySelector('h2').textContent")
+    assert first == "Study A's answer at CPU scale (committed results)"
+    closed = page.page.evaluate("() => document.querySelectorAll('details[data-figure]').length")
+    assert closed == 4, "one collapsible section with a figure per run of the demo"
+    drawn = page.page.evaluate("() => document.querySelectorAll('.js-plotly-plot').length")
+    page.page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")
+    page.page.wait_for_function(f"() => document.querySelectorAll('.js-plotly-plot').length >= {drawn + 4}")
+    page.wait_for_plots()
+    page.assert_clean(min_figures=drawn + 4)
 
 
 def test_a_circuit_evolution_figure(sweep, page, tmp_path):

@@ -1,7 +1,7 @@
 """Slow: a run at the size users actually train (`make test-slow`).
 
 The default suite trains tiny models only; this trains the `demo` grid's two-layer r = 0.9 run at
-its real size (32 values, 16,384 examples, 1,000 full-batch epochs) and checks the whole life of a
+its real size (32 values, 16,384 examples, 400 full-batch epochs) and checks the whole life of a
 run folder on it: the summary is the milestones of the logged metrics, every checkpoint loads
 as an analysis subject whose data matches the stored digests, and a second call trains nothing.
 """

@@ -1,68 +1,169 @@
-"""What `make demo` shows beside its own four runs: study A's committed results and a phase-2 circuit.
+"""What `make demo`'s report opens with: study A's answer from the committed records, and a phase-2 circuit.
 
 The demo trains one seed per cell of study A's confirmation regime (`analyses.studies.grids`,
-grid ``demo``): one seed says little, so its report also shows what the seeds of the
-confirmation grids did (the committed records under ``results/study-a``: the headline grid as
-its runs land, and the vocabulary map), and the circuit evolution of a two-layer r = 0.9 run that
-found the rule: the demo's own if it did, otherwise the committed phase-2 checkpoint series,
-saying which.
+grid ``demo``). One seed says nothing about a rate, so the report opens with the answer the
+committed records give (``results/study-a``): the preregistered tests of the grids that have
+finished, read as docs/study_a.md reads them, whether the grids preregistered to decide the
+study have finished, and what the committed grids did (rates, time-to-rule curves, the map).
+Then the circuit evolution of a two-layer r = 0.9 run that found the rule: the demo's own if it
+did, otherwise the committed phase-2 checkpoint series, saying which. The demo's own runs come
+last, under "Your runs" (`analyses.studies.study_a.cli.demo_report`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from pathlib import Path
 
-from analyses.report.page import figure_div, rates_html
-from analyses.report.records import load_results, rate_rows
+from analyses.report.page import figure_div, html_table, rates_html
+from analyses.report.records import FINISHED, RunState, load_results, rate_rows
 from analyses.report.survival import time_to_milestone_figure
-from analyses.studies.study_a.stats import axis_rate_figure
+from analyses.studies.study_a.report import test_cells
+from analyses.studies.study_a.stats import PREREGISTERED_SWEEPS, Contrast, axis_rate_figure, contrast_tests
 from interp.sweep.specs import read_sweep
 
 RESULTS = Path(__file__).resolve().parents[3] / "results" / "study-a"
 """Study A's committed records (present in a checkout of the repository)."""
 
 CONFIRMATION = ("headline", "map")
-"""The committed confirmation grids below `RESULTS`, in the order the report shows them."""
+"""The committed confirmation grids below `RESULTS` that every checkout holds."""
+
+DECIDING = ("wd-headline", "replication")
+"""The grids preregistered to decide study A at CPU scale (docs/study_a.md, "Weight decay or
+imbalance?"), in the order they run; their folders appear below `RESULTS` as their runs land."""
+
+SHOWN = ("headline", *DECIDING, "map")
+"""The committed grids whose rates and time-to-rule curves the answer shows, in this order."""
 
 SERIES = "series/mpsp-2l2h-r0.9"
 """The committed weights-only checkpoint series of a two-layer r = 0.9 run that found the rule."""
 
+ALPHA = 0.05
+"""The preregistered tests' significance level (docs/study_a.md)."""
 
-def committed_sections(results: Path = RESULTS) -> list[str]:
-    """Each committed confirmation grid's rates and time-to-rule curves (the map's rule rate per vocabulary too).
+CLAIM = (
+    "<p><b>The claim.</b> With a spurious shortcut present, more imbalance (the shortcut agrees "
+    "with the label more often, ratio r) makes a two-layer model more likely to find the true rule "
+    "and a one-layer model less likely. Study A tests it at CPU scale: the positional shortcut "
+    "<code>x[0] mod 2</code>, 32 values, 16,384 training examples, r = 0.9 against r = 0.5 "
+    "(docs/study_a.md).</p>"
+)
+MODELS = {"mpsp-2l2h": "two layers", "mpsp-1l1h": "one layer"}
 
-    The headline comes first, then the map; a grid still training shows what has finished (the
-    report says how many of its runs), so the demo shows the headline's seeds as they land
-    without hiding the complete map.
+
+def answer_section(results: Path = RESULTS) -> list[str]:
+    """Study A's answer at CPU scale from the committed records below `results`, then what its grids did.
+
+    Only what the records and the preregistration say: the tests of each preregistered grid
+    whose runs have all finished (`reading`), whether the grids that decide the study have, and
+    each committed grid's rates and time-to-rule curves (a grid still training shows its finished
+    runs, with no test).
     """
-    head = "<h2>What the seeds of the confirmation grids did (committed results)</h2>"
-    folders = [results / name for name in CONFIRMATION if (results / name / "sweep.json").is_file()]
-    if not folders:
-        return [head, "<p>This checkout holds no committed confirmation results.</p>"]
-    parts = [
-        head,
-        "<p>The demo runs one seed per cell, and single seeds mislead in this task. Below, every "
-        "run of study A's committed confirmation grids, from <code>results/study-a</code>.</p>",
+    parts = ["<h2>Study A's answer at CPU scale (committed results)</h2>", CLAIM]
+    if not (results / "headline" / "sweep.json").is_file():
+        return [*parts, "<p>This checkout holds no committed confirmation results.</p>"]
+    runs = {
+        name: load_results(results / name)[1] for name in SHOWN if (results / name / "sweep.json").is_file()
+    }
+    parts.append(decision(runs))
+    tests: list[Contrast] = []
+    for name, label in PREREGISTERED_SWEEPS.items():
+        if name in runs and all(r.status == FINISHED for r in runs[name]):
+            # Its folder is read alone (sweep "."): named here, so its contrasts are its tests.
+            found = [
+                dataclasses.replace(t, sweep=name)
+                for m in ("rule", "rule-99")
+                for t in contrast_tests(runs[name], m)
+            ]
+            tests += found
+            parts.append(reading(label, name, len(runs[name]), [t for t in found if t.milestone == "rule"]))
+    if tests:
+        parts.append(html_table([test_cells(t.row()) for t in tests], []))
+    parts.append(
+        "<p>What agrees with the study and what does not, the mechanism and the limits: "
+        "docs/study_a.md. Below, what each committed grid did, every seed (rebuild any of them "
+        "with <code>interp report results/study-a/NAME</code>).</p>"
+    )
+    for name, grid_runs in runs.items():
+        parts += grid_html(name, grid_runs)
+    return parts
+
+
+def decision(runs: dict[str, list[RunState]]) -> str:
+    """Whether the grids preregistered to decide study A (`DECIDING`) have finished, in one paragraph."""
+    states = []
+    for name in DECIDING:
+        done = sum(r.status == FINISHED for r in runs.get(name, []))
+        total = len(runs.get(name, []))
+        state = f"{done} of {total} runs finished" if total else "not started"
+        states.append((PREREGISTERED_SWEEPS[name], state, bool(total) and done == total))
+    listed = "; ".join(f"the {label}: {state}" for label, state, _ in states)
+    if all(finished for *_, finished in states):
+        return (
+            f"<p><b>The grids preregistered to decide it have finished</b> ({listed}). Their tests "
+            "are below; docs/study_a.md reads them by the rule fixed before they ran.</p>"
+        )
+    return (
+        "<p><b>Not decided yet.</b> The grids preregistered to decide study A at CPU scale (docs/"
+        f'study_a.md, "Weight decay or imbalance?") are still to finish ({listed}); their tests '
+        "are read when every run of a grid has finished. Until then, the answer is the first "
+        "headline's:</p>"
+    )
+
+
+def reading(label: str, name: str, n_runs: int, tests: list[Contrast]) -> str:
+    """A finished preregistered grid's tests in words: the direction against the study's, and significance.
+
+    E.g. "points the study's way in both models and is significant in neither", then per model
+    the rates, the one-sided Fisher p and Newcombe's 95% interval of the difference.
+    """
+    agree = [t for t in tests if (t.difference > 0) == (t.alternative == "greater") and t.difference != 0]
+    significant = [t for t in tests if t.p_value < ALPHA]
+    head = (
+        f"points the study's way in {_models(agree, tests)} and is significant in "
+        f"{_models(significant, tests)} (alpha {ALPHA})"
+    )
+    sentences = [
+        f"{MODELS.get(t.configuration, t.configuration).capitalize()} reached the rule in "
+        f"{t.high[0]} of {t.high[1]} runs at r = 0.9 and {t.low[0]} of {t.low[1]} at r = 0.5 "
+        f"({t.role} test: one-sided Fisher p = {t.p_value:.3g}; difference {t.difference:.2f}, "
+        f"95% interval {t.ci_low:.2f} to {t.ci_high:.2f})."
+        for t in tests
     ]
-    for folder in folders:
-        _, runs = load_results(folder)
-        finished = sum(r.status == "finished" for r in runs)
-        name = html.escape(folder.name)
-        parts += [
-            f"<h3>The {name} grid</h3>",
-            f"<p>{len(runs)} runs of the committed <code>{name}</code> grid ({finished} finished), "
-            f"from <code>results/study-a/{name}</code>; rebuild with "
-            f"<code>interp report results/study-a/{name}</code>.</p>",
-            rates_html(rate_rows(runs), several=False),
-            figure_div(
-                f"committed-{name}-time-to-rule",
-                time_to_milestone_figure(runs, ["rule", "rule-99"]),
-                eager=True,
-            ),
-        ]
-        if folder.name == "map":
-            parts.append(figure_div("committed-map", axis_rate_figure(runs), eager=True))
+    return (
+        f"<p><b>The {html.escape(label)}</b> ({n_runs} runs, all finished; "
+        f"<code>results/study-a/{html.escape(name)}</code>) {head}. {' '.join(sentences)}</p>"
+    )
+
+
+def _models(chosen: list[Contrast], tests: list[Contrast]) -> str:
+    if len(chosen) == len(tests):
+        return (
+            "both models"
+            if len(tests) == 2
+            else " and ".join(MODELS.get(t.configuration, t.configuration) for t in tests)
+        )
+    if not chosen:
+        return "neither" if len(tests) == 2 else "no model"
+    return " and ".join(MODELS.get(t.configuration, t.configuration) for t in chosen)
+
+
+def grid_html(name: str, runs: list[RunState]) -> list[str]:
+    """One committed grid: its rates, its time-to-rule curves and (the map) its rule rate per vocabulary."""
+    finished = sum(r.status == FINISHED for r in runs)
+    note = "" if finished == len(runs) else "; still training: no test is read until every run has finished"
+    parts = [
+        f"<h3>The {html.escape(name)} grid</h3>",
+        f"<p>{len(runs)} runs of the committed <code>{html.escape(name)}</code> grid ({finished} "
+        f"finished{note}), from <code>results/study-a/{html.escape(name)}</code>.</p>",
+        rates_html(rate_rows(runs), several=False),
+        figure_div(
+            f"committed-{name}-time-to-rule", time_to_milestone_figure(runs, ["rule", "rule-99"]), eager=True
+        ),
+    ]
+    if name == "map":
+        parts.append(figure_div("committed-map", axis_rate_figure(runs), eager=True))
     return parts
 
 
@@ -93,7 +194,14 @@ def phase2_section(demo_dir: Path, *, progress: bool = False, results: Path = RE
     from analyses.studies.study_a.evolution import circuit_evolution_figure
 
     run, text = phase2_run(demo_dir, results)
-    parts = ["<h2>A two-layer run at r = 0.9 that found the rule</h2>", f"<p>{text}</p>"]
+    caption = (
+        " On one epoch axis: accuracy, the gradient conflict and amplification, and each head's "
+        "fingerprints; phase 2 (the rise of the lower of val and adv accuracy to 100%) is shaded."
+    )
+    parts = [
+        "<h2>A two-layer run at r = 0.9 that found the rule</h2>",
+        f"<p>{text}{caption if run else ''}</p>",
+    ]
     if run is not None:
         # A committed series is only read: its per-checkpoint results are cached beside the demo.
         cache = None if run.is_relative_to(demo_dir) else demo_dir / "cache" / "phase2"

@@ -46,21 +46,42 @@ def mechanism_max_grid(vocab: int) -> Grid:
     )
 
 
+DEMO_EPOCHS = 400
+"""Epochs of each demo run, chosen so that `make demo` ends within 10 minutes on 2 cores of an
+AVX2 machine as well as an AVX-512 one (`benchmarks/demo_time.py` prints the estimate from the
+committed records).
+
+Each of the two workers trains one two-layer and one one-layer run, so the demo lasts about (c_2 +
+c_1) x epochs + a fixed part (start-up, the circuit evolution of every checkpoint, the report). With
+the other core busy, as in the demo, the committed records (`compute.json` over epochs) give c_2 =
+0.305 and c_1 = 0.059 CPU s an epoch on AVX-512 machines (the map's and the one-layer map's runs at
+32 values, medians); a demo two-layer run on an AVX2 machine used 0.75 (2.46x). The 1,000-epoch demo
+took 407 s on AVX-512 and 1,005 s on AVX2: fixed parts of about 43 s and 109 s. At 400 epochs: about
+189 s and 468 s (209 s and 518 s at the slowest two-layer epoch recorded, 1.17x the median); 500
+epochs could reach 621 s on AVX2. A run's start (its data, the dense early evaluations) cost about
+11 CPU s on AVX-512 (measured under load), which the medians spread over 1,500 epochs: at 400 epochs
+that adds about 10 s a worker (25 s on AVX2), still well inside the target. Nothing the demo showed
+is lost: every two-layer r = 0.9 run at 32 values and weight decay 0.1 that reached the rule within
+1,000 epochs had reached it by epoch 275 (7 of 27 in the headline, the map and the crossed grids;
+the other two came at 1,025 and 2,950).
+"""
+
 PENDING: dict[str, str] = {}
 """Named grids that cannot be built yet: name -> what they wait for (`interp sweep` says it)."""
 
 GRIDS: dict[str, Grid] = {
     # `interp study-a demo` (`make demo`): one seed per cell of study A's confirmation regime
-    # (the positional shortcut, 32 values, the study's data scale), sized for ~10 minutes on 2
-    # CPU cores; sweep seed 0, which no confirmation grid uses. Checkpoints every 50 epochs draw its circuit evolution.
+    # (the positional shortcut, 32 values, the study's data scale); sweep seed 0, which no
+    # confirmation grid uses. DEMO_EPOCHS says how its size was chosen. Checkpoints every 25
+    # epochs (and 10 log-spaced ones) draw its circuit evolution.
     "demo": Grid(
         presets=("mpsp-1l1h", "mpsp-2l2h"),
         task={"shortcut": "first", "vocab": 32},
         train={
-            "epochs": 1000,
+            "epochs": DEMO_EPOCHS,
             "eval_every": 25,
             "eval_log_points": 20,
-            "checkpoint_every": 50,
+            "checkpoint_every": 25,
             "checkpoint_log_points": 10,
         },
         axes={"r": [0.5, 0.9]},

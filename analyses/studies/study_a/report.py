@@ -8,6 +8,7 @@ The report imports no study: it takes `SECTION` through its hook
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +29,10 @@ from analyses.studies.study_a.stats import (
 OUTCOMES_FILE, TESTS_FILE = "outcomes.csv", "tests.csv"  # written for study A's runs only
 
 
-def study_a_html(runs: list[RunState], out: Path) -> list[str]:
+def study_a_html(runs: list[RunState], out: Path, *, tests: bool = True) -> list[str]:
     """Study A's outcomes, its preregistered tests and its vocabulary map (`analyses.studies.study_a.stats`), with
-    `outcomes.csv` and `tests.csv`; nothing for other studies' runs.
+    `outcomes.csv` and `tests.csv`; nothing for other studies' runs. Without `tests`, no contrast
+    test and no `tests.csv` (`make demo`'s own runs: one seed a cell, nothing preregistered).
     """
     if not any(r.spec.task.get("name") == "mpsp" for r in runs):
         return []
@@ -43,28 +45,8 @@ def study_a_html(runs: list[RunState], out: Path) -> list[str]:
         "val &le; 10%, adv &ge; 90%), the shortcut only (val &ge; 90%, adv &le; 10%), other.</p>",
         html_table([{k: str(v) for k, v in row.items()} for row in outcomes.to_dict("records")], ["sweep"]),
     ]
-    tests = [t.row() for t in report_tests(runs)]
-    pd.DataFrame(tests).to_csv(out / TESTS_FILE, index=False)
-    preregistered = [row for row in tests if row["reading"] != "exploratory contrast"]
-    exploratory = [row for row in tests if row["reading"] == "exploratory contrast"]
-    if preregistered:
-        parts += [
-            "<h2>Preregistered tests</h2>",
-            "<p>The rule rate at r = 0.9 against r = 0.5 (finished runs) in the sweeps whose tests "
-            "were fixed before they ran (the headline, the weight-decay headline, the replication): "
-            "greater for two layers (the primary test), less for one layer (the secondary); "
-            "one-sided Fisher exact tests, and Newcombe's 95% interval for the difference of the "
-            "rates. The 99% rows are their robustness reading (one wrong adversarial example in "
-            "2,048 misses the 100% rule).</p>",
-            html_table([_test_cells(row) for row in preregistered], []),
-        ]
-    if exploratory:
-        parts += [
-            "<h2>Exploratory contrasts</h2>",
-            "<p>The same contrast in sweeps that fixed no test in advance (the vocabulary map, its "
-            "one-layer cells, ...): a description, not a test.</p>",
-            html_table([_test_cells(row) for row in exploratory], []),
-        ]
+    if tests:
+        parts += tests_html(runs, out)
     crossed = pd.concat([crossed_shares(runs).assign(milestone="rule"), _crossed_99(runs)])
     if len(crossed):
         parts += [
@@ -85,13 +67,42 @@ def study_a_html(runs: list[RunState], out: Path) -> list[str]:
     return parts
 
 
+def tests_html(runs: list[RunState], out: Path) -> list[str]:
+    """The contrast tests of `runs` (`stats.report_tests`): preregistered, then exploratory, with `tests.csv`."""
+    parts: list[str] = []
+    tests = [t.row() for t in report_tests(runs)]
+    pd.DataFrame(tests).to_csv(out / TESTS_FILE, index=False)
+    preregistered = [row for row in tests if row["reading"] != "exploratory contrast"]
+    exploratory = [row for row in tests if row["reading"] == "exploratory contrast"]
+    if preregistered:
+        parts += [
+            "<h2>Preregistered tests</h2>",
+            "<p>The rule rate at r = 0.9 against r = 0.5 (finished runs) in the sweeps whose tests "
+            "were fixed before they ran (the headline, the weight-decay headline, the replication): "
+            "greater for two layers (the primary test), less for one layer (the secondary); "
+            "one-sided Fisher exact tests, and Newcombe's 95% interval for the difference of the "
+            "rates. The 99% rows are their robustness reading (one wrong adversarial example in "
+            "2,048 misses the 100% rule).</p>",
+            html_table([test_cells(row) for row in preregistered], []),
+        ]
+    if exploratory:
+        parts += [
+            "<h2>Exploratory contrasts</h2>",
+            "<p>The same contrast in sweeps that fixed no test in advance (the vocabulary map, its "
+            "one-layer cells, ...): a description, not a test.</p>",
+            html_table([test_cells(row) for row in exploratory], []),
+        ]
+    return parts
+
+
 def _share(value: Any) -> str:
     if value is None or value != value:  # None, or NaN where pandas filled a missing share
         return "-"
     return percent(value) if isinstance(value, float) else str(value)
 
 
-def _test_cells(row: dict[str, Any]) -> dict[str, str]:
+def test_cells(row: dict[str, Any]) -> dict[str, str]:
+    """A test row (`stats.Contrast.row`) as table cells: p to 3 digits, the difference and its interval in points."""
     cells = {k: str(v) for k, v in row.items()}
     cells["p (one-sided Fisher)"] = f"{row['p (one-sided Fisher)']:.3g}"
     cells["difference"] = f"{100 * row['difference']:+.0f} points"
@@ -125,6 +136,11 @@ def evolution_figure(run_dir: Path, cache: Path | None, progress: bool) -> go.Fi
 
 SECTION = ReportSection(html=study_a_html, markers=phase2_markers, evolution=evolution_figure)
 """Study A's section of the report (`analyses.studies.REPORT_SECTIONS` names this module)."""
+
+SECTION_WITHOUT_TESTS = ReportSection(
+    html=partial(study_a_html, tests=False), markers=phase2_markers, evolution=evolution_figure
+)
+"""`SECTION` without contrast tests: `make demo`'s own runs (one seed a cell, nothing preregistered)."""
 
 
 def _crossed_99(runs: list[RunState]) -> pd.DataFrame:
