@@ -1,19 +1,24 @@
 """Time an LLC estimate of a checkpoint against 30 full-batch training epochs of the same model.
 
 Run: `PYTHONPATH=$PWD .venv/bin/python benchmarks/llc.py [--run results/study-a/series/mpsp-2l2h-r0.9]
-[--calibration FOLDER] [--threads 2] [--batches 64,256,1024] [--epochs 30]`.
+[--calibration FOLDER] [--threads 2] [--batches 64,256,1024] [--epochs 30] [--evolve 100]`.
 
 In one process, on the same threads:
 
 1. **vmap vs loop**: seconds per sampler step of 4 chains, all in one `torch.func.vmap` call
    against a Python loop over the chains (median of 5 steps after 1 warm-up), batch 256;
-2. **the target**: one checkpoint's estimate at the given settings (the calibration's step size
-   and n_beta if given, else `llc`'s defaults; 4 chains, 200 draws, 100 burn-in) against 30
-   full-batch training epochs of the same model (the training loop's forward, `fast_readout`,
-   cross-entropy, AdamW, on the run's 16,384 examples), and their ratio (target: <= 1);
-3. **precision against time**: the same estimate at each batch size of `--batches`: its
-   standard error over chains and its seconds (minibatch noise at ``n_beta = n / log n`` grows
-   as the batch shrinks).
+2. **the target**: one checkpoint's estimate at `llc`'s **default settings** (or the
+   calibration's step size and n_beta if given; 4 chains, 200 draws, 100 burn-in, batch 512)
+   against 30 full-batch training epochs of the same model (the training loop's forward,
+   `fast_readout`, cross-entropy, AdamW, on the run's 16,384 examples), and their ratio
+   (target: <= 1);
+3. **precision against time**: the same estimate at each batch size of `--batches` (none by
+   default: each costs as much as 2.): its standard error over chains and its seconds
+   (minibatch noise at ``n_beta = n / log n`` grows as the batch shrinks);
+4. **an evolve over `--evolve` checkpoints** (100; 0: skip): `evolve(run, "llc")` at the default
+   settings with its progress bar, over a tiny `mpsp-1l1h` series trained here in a temporary
+   folder with a checkpoint every epoch (the committed series have 41 checkpoints), cold
+   cache: its seconds per checkpoint.
 
 It prints the CPU (model name, AVX-512 or not), the torch threads and the 1-minute load before
 and after: on a loaded machine every number is indicative only (benchmarks/README.md).
@@ -79,6 +84,46 @@ def epochs_seconds(subject, epochs: int) -> float:
     return time.perf_counter() - start
 
 
+def estimate_row(llc, subject, epochs: float, label: str, **fields) -> dict:
+    """One estimate of `subject` with `fields` over `llc`'s defaults, timed and printed."""
+    params = llc.params(**fields)
+    start = time.perf_counter()
+    result = llc.compute(subject, params)
+    seconds = time.perf_counter() - start
+    print(f"estimate, {label} (batch {params.batch_size}, {params.chains} chains x {params.burn_in} burn-in + "
+          f"{params.draws} draws): {result.estimate:.4g} ± {result.se:.2g} (se), flags {result.flags or 'none'}, "
+          f"{seconds:.1f} s = {seconds / epochs:.2f} x 30 epochs "
+          f"(step size {result.step_size:g}, n_beta {result.n_beta:.4g})")  # fmt: skip
+    return {"label": label, "batch": params.batch_size, "seconds": seconds, "estimate": result.estimate,
+            "se": result.se, "flags": result.flags, "step_size": result.step_size, "n_beta": result.n_beta,
+            "ratio_to_epochs": seconds / epochs}  # fmt: skip
+
+
+def evolve_seconds(checkpoints: int) -> dict:
+    """`evolve(run, "llc")` at the default settings over a tiny series of `checkpoints` checkpoints."""
+    import tempfile
+
+    from analyses import evolve
+    from interp.cli import main as cli
+
+    with tempfile.TemporaryDirectory() as folder:
+        run = Path(folder) / "run"
+        args = ["train", "--preset", "mpsp-1l1h", "--vocab", "12", "--n", "4", "--n-train", "128",
+                "--n-val", "32", "--n-adv", "32", "--epochs", str(checkpoints - 1), "--checkpoint-every", "1",
+                "--seed", "0", "--out", str(run)]  # fmt: skip
+        try:
+            cli(args)
+        except SystemExit as done:
+            if done.code:
+                raise
+        start = time.perf_counter()
+        series = evolve(run, "llc", progress=True)
+        seconds = time.perf_counter() - start
+    print(f"evolve llc over {len(series.steps)} checkpoints (tiny mpsp-1l1h, 128 examples, defaults): "
+          f"{seconds:.1f} s, {seconds / len(series.steps):.2f} s a checkpoint")  # fmt: skip
+    return {"checkpoints": len(series.steps), "seconds": seconds}
+
+
 def main() -> None:
     """Measure and print (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -86,9 +131,10 @@ def main() -> None:
     parser.add_argument("--calibration", default="")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=30)
-    parser.add_argument("--batches", default="64,256,1024")
+    parser.add_argument("--batches", default="", help="extra batch sizes, e.g. 64,256,1024")
     parser.add_argument("--draws", type=int, default=200)
     parser.add_argument("--burn-in", type=int, default=100)
+    parser.add_argument("--evolve", type=int, default=100, help="checkpoints of the evolve (0: skip)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     from analyses import get_analysis, load_subject
@@ -104,27 +150,15 @@ def main() -> None:
           f"loop/vmap {steps['loop'] / steps['vmap']:.2f}")  # fmt: skip
     epochs = epochs_seconds(subject, args.epochs)
     print(f"{args.epochs} full-batch training epochs: {epochs:.1f} s ({epochs / args.epochs:.3f} s each)")
-    vectorize = steps["vmap"] <= steps["loop"]
-    rows = []
-    for batch in [int(b) for b in args.batches.split(",")]:
-        params = llc.params(
-            batch_size=batch,
-            calibration=args.calibration,
-            draws=args.draws,
-            burn_in=args.burn_in,
-            vectorize=vectorize,
-        )
-        start = time.perf_counter()
-        result = llc.compute(subject, params)
-        seconds = time.perf_counter() - start
-        rows.append({"batch": batch, "seconds": seconds, "estimate": result.estimate, "se": result.se,
-                     "flags": result.flags, "step_size": result.step_size, "n_beta": result.n_beta,
-                     "ratio_to_epochs": seconds / epochs})  # fmt: skip
-        print(f"estimate, batch {batch}: {result.estimate:.4g} ± {result.se:.2g} (se), flags {result.flags or 'none'}, "
-              f"{seconds:.1f} s = {seconds / epochs:.2f} x {args.epochs} epochs "
-              f"(step size {result.step_size:g}, n_beta {result.n_beta:.4g})")  # fmt: skip
+    shared = dict(calibration=args.calibration, draws=args.draws, burn_in=args.burn_in,
+                  vectorize=steps["vmap"] <= steps["loop"])  # fmt: skip
+    rows = [estimate_row(llc, subject, epochs, "default settings", **shared)]
+    for batch in [int(b) for b in args.batches.split(",") if b]:
+        rows.append(estimate_row(llc, subject, epochs, f"batch {batch}", batch_size=batch, **shared))
+    evolved = evolve_seconds(args.evolve) if args.evolve else None
     print(f"load after {os.getloadavg()[0]:.2f}")
-    print(json.dumps({"cpu": cpu_line(), "steps": steps, "epochs_seconds": epochs, "estimates": rows}))
+    print(json.dumps({"cpu": cpu_line(), "steps": steps, "epochs_seconds": epochs, "estimates": rows,
+                      "evolve": evolved}))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -199,6 +199,11 @@ def _critical_points(
             j += 1
         if j - i >= min_size and i > 0 and j < len(flat):
             found[(i + j - 1) // 2] = "plateau"
+        elif j > i and i > 0 and j < len(flat) and np.sign(slope[i - 1]) != np.sign(slope[j]):
+            # A peak or trough whose own slope is near 0 (a symmetric extremum): a flat run too
+            # short for a plateau, between slopes of opposite sign. The sign test below skips
+            # flat points, so without this such an extremum was lost.
+            found[(i + j - 1) // 2] = "max" if slope[i - 1] > 0 else "min"
         i = j + 1 if j == i else j
     for k in range(1, len(slope)):
         if flat[k] or flat[k - 1] or np.sign(slope[k]) == np.sign(slope[k - 1]):

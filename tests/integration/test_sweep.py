@@ -221,6 +221,41 @@ def test_the_phase2_lines_and_labels_sit_at_the_onset_and_end_on_the_log_axis(sw
     assert sorted({s.x0 for s in report.layout.shapes if s.x0 == s.x1}) == [onset, end]
 
 
+def test_llc_stage_boundaries_are_drawn_through_the_circuit_evolution_axes(sweep_dir, tmp_path):
+    import shutil
+
+    import pandas as pd
+
+    from analyses.studies.study_a.llc_stages import boundary_steps, cached_llc, llc_stages
+    from analyses.studies.study_a.report import evolution_figure
+
+    run = tmp_path / "run"
+    shutil.copytree(read_sweep(sweep_dir)[0][0].out, run)
+    plain = circuit_evolution.circuit_evolution_figure(run)  # no LLC table yet: no panel, no boundary
+    assert "LLC (whole model)" not in {t.name for t in plain.data} and boundary_steps(plain) == []
+    # A series with a known change point: the LLC rises to a peak at epoch 6, then falls.
+    table = pd.DataFrame({"step": [0, 2, 4, 6, 8, 10, 12], "llc": [1.0, 2, 3, 4, 3, 2, 1], "se": 0.1})
+    fig = circuit_evolution.circuit_evolution_figure(run, llc=table)
+    assert boundary_steps(fig) == [6]
+    red = [s for s in fig.layout.shapes if s.x0 == s.x1 and s.x0 == 6]
+    assert len(red) == circuit_evolution.ROWS + 1  # through every panel, the LLC's included
+    (curve,) = [t for t in fig.data if t.name == "LLC (whole model)"]
+    assert list(curve.customdata) == list(table["step"]) and list(curve.error_y.array) == [0.2] * 7
+    assert any(a.text == "LLC max: new stage at epoch 6" for a in fig.layout.annotations)
+    # The run's own LLC evolve table, cached by evolve: found by the study figure and the report's.
+    # (One cache slot per analysis and step: a head's curve is not the whole model's, and is skipped.)
+    evolve(run, "llc", progress=False, chains=2, draws=3, burn_in=0, batch_size=0, restrict="L0H0")
+    assert cached_llc(run) is None
+    evolve(run, "llc", progress=False, chains=2, draws=3, burn_in=0, batch_size=0)
+    cached = cached_llc(run)
+    assert list(cached["step"]) == list_checkpoints(run)
+    expected = [float(s) if s > 0 else None for s in llc_stages(cached).boundaries]
+    for figure in (circuit_evolution.circuit_evolution_figure(run), evolution_figure(run, None, False)):
+        (curve,) = [t for t in figure.data if t.name == "LLC (whole model)"]
+        assert list(curve.y) == pytest.approx(list(cached["llc"]))
+        assert boundary_steps(figure) == sorted(x for x in expected if x is not None)
+
+
 def test_phase2_on_a_synthetic_stream():
     records = [
         {"step": s, "adv/acc": a, "val/acc": v}

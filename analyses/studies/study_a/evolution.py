@@ -5,7 +5,9 @@ on train / val / adv; the gradient conflict (cosine of the consistent and opposi
 and the amplification relative to its stationary-point value r/(1-r); and per head the QK
 magnitude-sorting rho, the OV parity rho and the attention to position 0. Phase 2 (`phase2`:
 the rise of the lower of val and adv accuracy to 100%, found by `interp.metrics.find_rise`) is
-shaded from its onset to its end, the same epochs the explorer and the report mark.
+shaded from its onset to its end, the same epochs the explorer and the report mark. When the
+run has an LLC evolve table, a last panel draws the LLC and its stage boundaries
+(`analyses.studies.study_a.llc_stages`) through every panel.
 
 The explorer is one plotly figure with a slider over checkpoints: each head's mean attention
 from the readout position to every key position on the adv split, beside that checkpoint's
@@ -20,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
@@ -27,6 +30,7 @@ from plotly.subplots import make_subplots
 from analyses import get_analysis
 from analyses.evolution import Evolution, evolve
 from analyses.report.plots import StepAxis, add_step_marker, head_colour, head_label, split_colour
+from analyses.studies.study_a.llc_stages import add_llc_panel, cached_llc
 from analyses.subject import load_subject
 from interp.dissect.heads import readout_patterns
 from interp.metrics import Rise, find_rise
@@ -141,6 +145,7 @@ def circuit_evolution_figure(
     progress: bool = False,
     cache: str | Path | None = None,
     checkpoints: str | Iterable[int] | None = None,
+    llc: pd.DataFrame | None = None,
 ) -> go.Figure:
     """Study A's circuit-evolution figure of a run (see the module docstring).
 
@@ -148,30 +153,44 @@ def circuit_evolution_figure(
     if the run has one, is a dotted line through every panel at its onset and another at its
     end, labelled in the accuracy panel. The head and gradient panels use every checkpoint, or
     those `checkpoints` names (as in `evolve`); the accuracy panel every evaluation.
+
+    With an LLC evolve table (`llc`: ``step``, ``llc``, ``se`` columns; by default the run's
+    cached whole-model `llc` results, `llc_stages.cached_llc`), a last panel draws the LLC and
+    its stage boundaries (`interp.stages`) are red lines through every panel.
     """
     run_dir = Path(run_dir)
     fp, gr = evolutions(run_dir, progress=progress, cache=cache, checkpoints=checkpoints)
+    llc = cached_llc(run_dir, cache) if llc is None else llc
+    rows = ROWS + (llc is not None)
     n_classes = read_config(run_dir)["model"]["d_vocab_out"]
-    axis = StepAxis([r["step"] for r in fp.metrics] + fp.steps + gr.steps, log=log_x)
+    llc_steps = [] if llc is None else [int(s) for s in llc["step"]]
+    axis = StepAxis([r["step"] for r in fp.metrics] + fp.steps + gr.steps + llc_steps, log=log_x)
     titles = (
         "accuracy per split",
         "gradient conflict: cos(g_consistent, g_opposing) on train",
         "amplification |g_opposing| / |g_consistent| relative to r/(1-r)",
         *(panel[1] for panel in HEAD_PANELS),
+        *(
+            ()
+            if llc is None
+            else ("local learning coefficient (± 2 se over chains) and its stage boundaries",)
+        ),
     )
-    fig = make_subplots(rows=ROWS, cols=1, shared_xaxes=True, subplot_titles=titles, vertical_spacing=0.05)
+    fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, subplot_titles=titles, vertical_spacing=0.05)
     _add_accuracy(fig, fp.metrics, axis, chance=1 / n_classes)
     _add_gradients(fig, gr, axis)
     for offset, (measure, _, y_title, y_range) in enumerate(HEAD_PANELS):
         _add_heads(fig, fp, measure, 4 + offset, axis)
         fig.update_yaxes(title_text=y_title, range=[y_range[0] - 0.05, y_range[1] + 0.05], row=4 + offset)
-    add_phase2_markers(fig, axis, fp.metrics, rows=ROWS)
+    add_phase2_markers(fig, axis, fp.metrics, rows=rows)
+    if llc is not None:
+        add_llc_panel(fig, axis, llc, row=rows, rows=rows)
     # Tick labels on every panel (they are far apart), the axis title once at the bottom.
     fig.update_xaxes(**{**axis.layout(), "title_text": None}, showticklabels=True)
-    fig.update_xaxes(title_text=axis.layout()["title_text"], row=ROWS)
-    _place_legends(fig)
+    fig.update_xaxes(title_text=axis.layout()["title_text"], row=rows)
+    _place_legends(fig, llc_row=rows if llc is not None else None)
     fig.update_layout(
-        height=1500,
+        height=1500 + 250 * (llc is not None),
         title=f"Circuit evolution: {run_title(run_dir)}",
         hovermode="closest",
         margin={"r": 170},
@@ -270,9 +289,10 @@ def _add_heads(fig: go.Figure, fp: Evolution, measure: str, row: int, axis: Step
             )
 
 
-def _place_legends(fig: go.Figure) -> None:
-    """One legend per panel group, beside the top of its group: splits, gradients, heads."""
-    for name, row, title in (("legend", 1, "split"), ("legend2", 2, "gradients"), ("legend3", 4, "head")):
+def _place_legends(fig: go.Figure, llc_row: int | None = None) -> None:
+    """One legend per panel group, beside the top of its group: splits, gradients, heads (and the LLC)."""
+    groups = [("legend", 1, "split"), ("legend2", 2, "gradients"), ("legend3", 4, "head")]
+    for name, row, title in groups + ([("legend4", llc_row, "LLC")] if llc_row else []):
         top = fig.layout[f"yaxis{'' if row == 1 else row}"].domain[1]
         fig.update_layout(
             {name: {"x": 1.01, "xanchor": "left", "y": top, "yanchor": "top", "title": {"text": title}}}

@@ -60,6 +60,19 @@ def test_critical_points_of_a_rise_then_fall_and_a_plateau():
     assert len(stages.boundaries) == 2
 
 
+def test_a_symmetric_peak_or_trough_on_log_spaced_checkpoints_is_found():
+    # The smoothed slope at a symmetric extremum is ~0, a one-point flat run too short for a
+    # plateau: it was skipped by the sign test and the extremum lost (it must not be).
+    steps = [0, 1, 2, 4, 8, 16, 32, 64, 128]
+    tent = np.array([1, 2, 3, 4, 5, 4, 3, 2, 1], dtype=float)
+    for values, kind in ((tent, "max"), (6 - tent, "min")):
+        found = find_stages(pd.DataFrame({"step": steps, "llc": values}), ["llc"], method="llc")
+        assert (found.boundaries, found.kinds) == ([8], [kind])
+    # A monotone rise whose slope flattens for one point in the middle has no extremum.
+    rise = pd.DataFrame({"step": steps, "llc": [1, 2, 3, 4, 4.02, 5, 6, 7, 8]})
+    assert find_stages(rise, ["llc"], method="llc").kinds.count("max") == 0
+
+
 def test_rise_uses_find_rise_unchanged():
     records = [{"step": s, "adv/acc": 0.5 if s < 200 else (0.75 if s < 250 else 1.0)} for s in STEPS]
     stages = find_stages(records, ["adv/acc"], method="rise", target=1.0)
