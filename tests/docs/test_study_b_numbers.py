@@ -222,3 +222,8 @@ def test_the_used_ranks_quoted_from_the_committed_table():
     assert (
         f"span all 128 dimensions in the samples and {adamw.min()}-{adamw.max()} in the AdamW models" in prose
     )
+
+
+def test_every_script_the_reproduce_table_names_exists():
+    scripts = re.findall(r"python (scripts/\S+\.py)", PAGE)
+    assert scripts and all((ROOT / path).is_file() for path in scripts), scripts

@@ -176,6 +176,5 @@ def used_rank_summary(dest: str | Path) -> pd.DataFrame:
     """`used_rank_means` as the docs' table: one row per model, per matrix ``used (raw)``."""
     means = used_rank_means(dest)
     cells = means.apply(lambda r: f"{r['used']:.1f} ({r['raw']:.1f})", axis=1).unstack("matrix")
-    seeds = read_frame(Path(dest) / USED_RANKS_FILE)["seed"].nunique()
-    cells.index.name = f"used (raw), mean of {seeds} seeds"
+    cells.index.name = cells.columns.name = None  # one header row: the matrices
     return cells[list(dict.fromkeys(means.index.get_level_values("matrix")))]
