@@ -5,9 +5,9 @@ Usage::
     python scripts/long_runs/study_b_wall_check.py ENTROPY [--steps 2000] [--out FILE]
         [--wall-force kept|fresh] [--schedule walk|classic|both]
 
-ENTROPY is a walk's entropy-phase folder (``seed_N/wlmd/entropy``, e.g. the committed
-``results/study-b/protocol-2-state/seed_0/wlmd/entropy``); it is only read. Printed: the bias
-force on the walker at its saved position with the grid's edges as the walk ran them (flat)
+ENTROPY is a walk's entropy-phase folder (``seed_N/wlmd/entropy``, e.g. protocol 2's
+``results/study-b/protocol-2-state/seed_0/wlmd/entropy``, in git history at commit a9d29e6); it is
+only read. Printed: the bias force on the walker at its saved position with the grid's edges as the walk ran them (flat)
 and with the outermost slope carried to the edge (linear); then where the walker goes in
 `--steps` more steps with linear edges, under the walk's own ln f schedule and under the
 classic one restarted at ln f = 1 (`analyses.studies.study_b.diagnostics.wall`), with the force a reflected

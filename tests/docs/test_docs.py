@@ -213,20 +213,36 @@ REMEASURED_ON_THE_REPLACEMENT_MACHINE = {2}
 
 
 @pytest.mark.parametrize(
-    "records", ["protocol-2", "protocol-2-remeasured", "protocol-3", "protocol-4", "protocol-5", "protocol-6"]
+    "records, page, kind",
+    [
+        ("protocol-2", "study_b_history.md", "difference"),
+        ("protocol-2-remeasured", "study_b_history.md", "retention"),
+        ("protocol-3", "study_b_history.md", "difference"),
+        ("protocol-4", "study_b_history.md", "difference"),
+        ("protocol-5", "study_b_history.md", "difference"),
+        ("protocol-6", "study_b.md", "retention"),
+        ("protocol-6", "study_b.md", "difference"),
+    ],
 )
-def test_study_bs_retention_table_is_the_one_the_committed_records_rebuild(records):
-    """docs/study_b.md quotes `interp study-b records results/study-b/RECORDS` as they stand
-    (re-export and paste the tables again when a seed's records land).
+def test_study_bs_tables_are_the_ones_the_committed_records_rebuild(records, page, kind):
+    """docs/study_b.md quotes protocol 6's tables as `interp study-b records
+    results/study-b/protocol-6` prints them; the history page quotes each earlier protocol's
+    paired differences (the rule's input; protocol 2's re-measured seed has its retention rows
+    only). Re-export and paste the tables again when records change.
     """
     from analyses.studies.study_b.tables import markdown_tables
 
     tables = markdown_tables(DOCS.parent / "results" / "study-b" / records).split("\n\n")
     assert tables[0].startswith("| noise |") and re.search(r"^\| random \| \d+ \|", tables[0], re.M)
-    page = (DOCS / "study_b.md").read_text()
-    for table in tables:  # the retention table and, from two seeds on, the paired differences
-        if table.startswith("| noise |"):
-            assert table in page, table.splitlines()[0]
+    wanted = [
+        t
+        for t in tables
+        if t.startswith("| noise |") and ("WLMD - AdamW" in t.splitlines()[0]) == (kind == "difference")
+    ]
+    assert wanted, kind
+    text = (DOCS / page).read_text()
+    for table in wanted:
+        assert table in text, table.splitlines()[0]
 
 
 def test_protocol_4_repeats_protocol_3_for_every_seed_whose_walk_ended_before_protocol_3s_budget():
@@ -251,8 +267,8 @@ def test_protocol_4_repeats_protocol_3_for_every_seed_whose_walk_ended_before_pr
     # Every seed starts from the same AdamW model under both, so on one machine its AdamW
     # injections are the same. Seed 2's protocol-4 injections ran on the machine that replaced
     # the first one, which rounds float32 otherwise: the same model, other numbers (the page
-    # says so and quotes both).
-    page = (DOCS / "study_b.md").read_text()
+    # history page says so and quotes both).
+    page = re.sub(r"\s+", " ", (DOCS / "study_b_history.md").read_text())
     for seed in sorted(set(runs["protocol-3"]["seed"]) & set(runs["protocol-4"]["seed"])):
         rows = [
             frame[(frame["seed"] == seed) & (frame["model"] == "adamw")].reset_index(drop=True)
@@ -265,18 +281,18 @@ def test_protocol_4_repeats_protocol_3_for_every_seed_whose_walk_ended_before_pr
         same = ["seed", "model", "noise", "test_acc_before", "source"]
         pd.testing.assert_frame_equal(rows[0][same], rows[1][same])  # the same model injected
         random = [f"{frame.loc[frame['noise'] == 'random', 'test_acc_after'].item():.3f}" for frame in rows]
-        assert f"{random[1]} of the\ntask there" in page and f"and {random[0]} on the machine" in page
+        assert f"kept {random[1]} of the task there and {random[0]} on the machine" in page
 
 
 def test_protocol_3s_decision_is_the_one_the_committed_pilots_give():
-    """docs/study_b.md names the variant that `decide_cover` takes from the committed pilot
-    records, and quotes each recorded variant's coverage step.
+    """docs/study_b_history.md names the variant that `decide_cover` takes from the committed
+    pilot records, and quotes each recorded variant's coverage step.
     """
     from analyses.studies.study_b.diagnostics.cover import cover_table, decide_cover
 
     table = cover_table(DOCS.parent / "results" / "study-b" / "pilots" / "cover")
     adopted, _ = decide_cover(table)
-    page = (DOCS / "study_b.md").read_text()
+    page = (DOCS / "study_b_history.md").read_text()
     assert f"**Decision: protocol 3 takes `{adopted}`.**" in page
     rows = {line.split("|")[1].strip(): line for line in page.splitlines() if line.startswith("| `")}
     for variant, step in zip(table["variant"], table["covered x at step"]):
@@ -286,7 +302,7 @@ def test_protocol_3s_decision_is_the_one_the_committed_pilots_give():
 
 def test_protocol_3s_preset_is_the_pilots_choice_with_the_documented_targets():
     """The `protocol-3` preset walks as the variant the committed pilots chose, on the pilots'
-    starting settings otherwise, and docs/study_b.md states the targets and budget it holds.
+    starting settings otherwise, and docs/study_b_history.md states the targets and budget it holds.
     """
     from analyses.studies.study_b.diagnostics.cover import COVER_VARIANTS, cover_table, decide_cover
     from analyses.studies.study_b.settings import PRESETS
@@ -295,8 +311,8 @@ def test_protocol_3s_preset_is_the_pilots_choice_with_the_documented_targets():
     walk, before = PRESETS["protocol-3"].wlmd, PRESETS["protocol-2"].wlmd
     for name, value in next(v for v in COVER_VARIANTS if v.name == adopted).overrides:
         assert getattr(walk, name) == value, name
-    page = (DOCS / "study_b.md").read_text()
-    section = page[page.index("### Protocol 3: fixed before its seeds run") :]
+    page = (DOCS / "study_b_history.md").read_text()
+    section = page[page.index("## Protocol 3: fixed before its seeds run") :]
     assert f"| entropy steps, at least | {before.steps:,} | {walk.steps:,} |" in section
     assert f"| step budget | {before.budget():,} | {walk.budget():,} |" in section
     assert f"ln f has been halved {walk.target_halvings} times |" in section

@@ -15,7 +15,9 @@ residual at ``=``; ``W_K`` and ``W_V`` on the token-plus-position embeddings of 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -104,3 +106,31 @@ def model_used_ranks(model: Any, tokens: Tensor) -> pd.DataFrame:
     for name in ("W_in", "W_out"):
         rows.append({"matrix": name, "head": -1, **vars(used_rank(getattr(model, name)[0], reads[name]))})
     return pd.DataFrame(rows)
+
+
+def used_rank_table(models: Mapping[str, str | Path]) -> pd.DataFrame:
+    """`model_used_ranks` of each model (whole layers only, head -1), every model read on the
+    original task's inputs: all ``p²`` pairs ``[x, y, =]`` of the first model's task (train and
+    test; an injected model's new tokens are left out, so each matrix is read where the
+    retention is measured).
+
+    Args:
+        models: ``{label: checkpoint or run folder}``; the first names the task.
+
+    Returns:
+        One row per model and matrix: ``model``, ``matrix``, ``used``, ``raw``, ``span``,
+        ``outside_share`` (the norm outside the span over the whole norm).
+    """
+    from analyses.subject import load_subject
+
+    tokens = None
+    rows = []
+    for label, path in models.items():
+        subject = load_subject(path)
+        if tokens is None:
+            tokens = torch.cat([subject.split(name).tokens for name in ("train", "test")])
+        frame = model_used_ranks(subject.model, tokens)
+        frame = frame[frame["head"] == -1].drop(columns="head")
+        frame["outside_share"] = frame["outside_norm"] / frame["norm"]
+        rows.append(frame.drop(columns=["outside_norm", "norm"]).assign(model=label))
+    return pd.concat(rows, ignore_index=True)[["model", "matrix", "used", "raw", "span", "outside_share"]]
