@@ -19,6 +19,7 @@ numbers (docs/study_b_history.md says by how much).
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Collection
 from pathlib import Path
@@ -55,10 +56,10 @@ def export_models(out: str | Path, dest: str | Path, seeds: Collection[int] | No
             continue
         target = dest / folder.name
         shutil.rmtree(target, ignore_errors=True)
-        written.append(_copy_checkpoint(folder / "wlmd" / "samples", sample, target / SAMPLE_RUN))
+        written.append(_copy_checkpoint(folder / "wlmd" / "samples", sample, target / SAMPLE_RUN, out))
         for run in runs:
             final = checkpoint_dir(run, list_checkpoints(run)[-1])
-            written.append(_copy_checkpoint(run, final, target / run.name))
+            written.append(_copy_checkpoint(run, final, target / run.name, out))
         finished.append(seed)
     if not finished:
         raise ConfigError(
@@ -71,12 +72,20 @@ def export_models(out: str | Path, dest: str | Path, seeds: Collection[int] | No
     return written
 
 
-def _copy_checkpoint(run: Path, checkpoint: Path, target: Path) -> Path:
-    """`run`'s records and the weights of one `checkpoint` of it, as a run folder at `target`."""
+def _copy_checkpoint(run: Path, checkpoint: Path, target: Path, out: Path) -> Path:
+    """`run`'s records and the weights of one `checkpoint` of it, as a run folder at `target`
+    (an injection's source checkpoint written relative to the measured folder `out`).
+    """
     (target / CHECKPOINTS_DIR / checkpoint.name).mkdir(parents=True)
     for name in RUN_FILES:
         if (run / name).exists():
             shutil.copy2(run / name, target / name)
+    config = target / "config.json"
+    if config.exists():
+        data = json.loads(config.read_text())
+        if "source" in data.get("injection", {}):
+            data["injection"]["source"] = _relative(data["injection"]["source"], out)  # the folder may move
+            config.write_text(json.dumps(data, indent=2) + "\n")
     for name in WEIGHT_FILES:
         shutil.copy2(checkpoint / name, target / CHECKPOINTS_DIR / checkpoint.name / name)
     (target / CHECKPOINTS_DIR / LATEST_FILE).write_text(checkpoint.name + "\n")
