@@ -9,7 +9,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pytest
+import torch
 
+from analyses import get_analysis
+from interp.errors import ConfigError
 from tasks import ModAddTask, MPSPTask
 
 MPSP = MPSPTask(vocab=12, n=4, n_train=64, n_val=32, n_adv=32, r=0.75)
@@ -61,3 +65,26 @@ def same_frames(a: pd.DataFrame, b: pd.DataFrame) -> None:
             np.testing.assert_allclose(x.astype(float), y.astype(float), rtol=1e-4, atol=1e-4, err_msg=column)
         else:
             assert list(x) == list(y), column
+
+
+def assert_same_results(name: str, pairs: dict[str, tuple[Any, Any]], their_class: str) -> None:
+    """Analysis `name` on the TransformerLens subject (of class `their_class`) equals it on ours
+    holding the same weights, and its figure builds from their result.
+    """
+    analysis = get_analysis(name)
+    theirs, ours = pairs["modadd" if name in ON_MODADD else "mpsp"]
+    assert type(theirs.model).__name__ == their_class and type(ours.model).__name__ == "Transformer"
+    torch.manual_seed(0)
+    on_theirs = analysis.compute(theirs, params_of(analysis))
+    torch.manual_seed(0)
+    on_ours = analysis.compute(ours, params_of(analysis))
+    same_frames(on_theirs.to_frame(), on_ours.to_frame())
+    on_theirs.figure()
+
+
+def assert_refused_in_one_line(name: str, subject: Any, match: str) -> None:
+    """Analysis `name` refuses `subject` with a one-line `ConfigError` matching `match`."""
+    analysis = get_analysis(name)
+    with pytest.raises(ConfigError, match=match) as info:
+        analysis.compute(subject, params_of(analysis))
+    assert "\n" not in str(info.value)

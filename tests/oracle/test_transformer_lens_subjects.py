@@ -16,7 +16,16 @@ from analyses import REGISTRY, get_analysis
 from analyses.subject import Subject
 from interp.errors import ConfigError
 from models.convert import from_transformer_lens
-from tests.tl_subjects import MODADD, MPSP, ON_MODADD, ON_MPSP, REFUSED, params_of, same_frames
+from tests.tl_subjects import (
+    MODADD,
+    MPSP,
+    ON_MODADD,
+    ON_MPSP,
+    REFUSED,
+    assert_refused_in_one_line,
+    assert_same_results,
+    params_of,
+)
 
 
 def test_every_registered_analysis_is_either_run_or_refused_here():
@@ -56,23 +65,12 @@ def pairs():
 
 @pytest.mark.parametrize("name", [*ON_MPSP, *ON_MODADD])
 def test_an_analysis_of_a_transformer_lens_model_equals_it_on_ours(name, pairs):
-    analysis = get_analysis(name)
-    theirs, ours = pairs["modadd" if name in ON_MODADD else "mpsp"]
-    assert type(theirs.model).__name__ == "HookedTransformer" and type(ours.model).__name__ == "Transformer"
-    torch.manual_seed(0)
-    on_theirs = analysis.compute(theirs, params_of(analysis))
-    torch.manual_seed(0)
-    on_ours = analysis.compute(ours, params_of(analysis))
-    same_frames(on_theirs.to_frame(), on_ours.to_frame())
-    on_theirs.figure()  # the figure builds from a TransformerLens model's result too
+    assert_same_results(name, pairs, "HookedTransformer")
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_what_a_transformer_lens_model_lacks_is_refused_in_one_line(name, pairs):
-    analysis = get_analysis(name)
-    with pytest.raises(ConfigError, match=REFUSED[name]) as info:
-        analysis.compute(pairs["mpsp"][0], analysis.params())
-    assert "\n" not in str(info.value)
+    assert_refused_in_one_line(name, pairs["mpsp"][0], REFUSED[name])
 
 
 @pytest.fixture(scope="module")

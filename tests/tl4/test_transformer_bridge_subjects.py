@@ -16,10 +16,18 @@ from transformer_lens.config import TransformerBridgeConfig
 
 from analyses import get_analysis
 from analyses.subject import Subject
-from interp.errors import ConfigError
 from models import TransformerConfig
 from models.convert import from_transformer_lens_state_dict
-from tests.tl_subjects import MODADD, MPSP, ON_MODADD, ON_MPSP, REFUSED, params_of, same_frames
+from tests.tl_subjects import (
+    MODADD,
+    MPSP,
+    ON_MODADD,
+    ON_MPSP,
+    REFUSED,
+    assert_refused_in_one_line,
+    assert_same_results,
+    params_of,
+)
 
 SIZES = {"n_heads": 2, "d_model": 16, "d_head": 8, "d_mlp": 32, "act_fn": "relu"}
 
@@ -92,30 +100,16 @@ EQUAL = [n for n in (*ON_MPSP, *ON_MODADD) if n not in (*BRIDGE_OWN_PARAMETERS, 
 
 @pytest.mark.parametrize("name", EQUAL)
 def test_an_analysis_of_a_transformer_bridge_equals_it_on_ours(name, pairs):
-    analysis = get_analysis(name)
-    theirs, ours = pairs["modadd" if name in ON_MODADD else "mpsp"]
-    assert type(theirs.model).__name__ == "TransformerBridge" and type(ours.model).__name__ == "Transformer"
-    torch.manual_seed(0)
-    on_theirs = analysis.compute(theirs, params_of(analysis))
-    torch.manual_seed(0)
-    on_ours = analysis.compute(ours, params_of(analysis))
-    same_frames(on_theirs.to_frame(), on_ours.to_frame())
-    on_theirs.figure()
+    assert_same_results(name, pairs, "TransformerBridge")
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_what_a_transformer_bridge_lacks_is_refused_in_one_line(name, pairs):
-    analysis = get_analysis(name)
-    with pytest.raises(ConfigError, match=REFUSED[name]) as info:
-        analysis.compute(pairs["mpsp"][0], analysis.params())
-    assert "\n" not in str(info.value)
+    assert_refused_in_one_line(name, pairs["mpsp"][0], REFUSED[name])
 
 
 def test_circuit_refuses_a_bridge_without_per_head_input_hooks_in_one_line(pairs):
-    analysis = get_analysis("circuit")
-    with pytest.raises(ConfigError, match="query/key/value input") as info:
-        analysis.compute(pairs["mpsp"][0], params_of(analysis))
-    assert "\n" not in str(info.value)
+    assert_refused_in_one_line("circuit", pairs["mpsp"][0], "query/key/value input")
 
 
 @pytest.mark.parametrize("name", BRIDGE_OWN_PARAMETERS)
