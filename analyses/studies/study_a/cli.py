@@ -90,8 +90,8 @@ def study_a_demo(out: str, no_progress: bool) -> None:
     r = 0.5 vs 0.9; the positional shortcut, 32 values, 400 epochs) and one HTML report that opens
     with study A's answer from the committed results and the circuit evolution of a two-layer run
     that found the rule, then your runs with their circuit evolution (`make demo`). Sized to end
-    within 10 minutes on 2 CPU cores: about 3 minutes on an AVX-512 machine and 8 on an AVX2 one,
-    estimated from the committed records' CPU seconds an epoch with the other core busy (two
+    within 10 minutes on 2 CPU cores: 161 s measured on an idle AVX-512 machine, about 8 minutes
+    on an AVX2 one, estimated from the committed records' CPU seconds an epoch with the other core busy (two
     layers 0.305 on AVX-512, 0.75 on AVX2; one layer 0.059 on AVX-512) and the 1,000-epoch demo's
     timed 407 s and 1,005 s (`benchmarks/demo_time.py`).
     """
