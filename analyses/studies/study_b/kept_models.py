@@ -25,6 +25,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 from analyses.studies.study_b.measure import injected_sample, measured_settings, selected_seeds
+from analyses.studies.study_b.records import relative_to_folder
 from analyses.studies.study_b.tables import table
 from interp.errors import ConfigError
 from interp.store import checkpoint_dir, list_checkpoints
@@ -67,7 +68,7 @@ def export_models(out: str | Path, dest: str | Path, seeds: Collection[int] | No
             "run interp study-b measure on a restored state first",
         )
     rows = table(out, finished)
-    rows["source"] = [_relative(s, out) for s in rows["source"]]  # the folder may move
+    rows["source"] = [relative_to_folder(s, out) for s in rows["source"]]  # the folder may move
     rows.to_csv(dest / "study_b_runs.csv", index=False)
     return written
 
@@ -84,17 +85,11 @@ def _copy_checkpoint(run: Path, checkpoint: Path, target: Path, out: Path) -> Pa
     if config.exists():
         data = json.loads(config.read_text())
         if "source" in data.get("injection", {}):
-            data["injection"]["source"] = _relative(data["injection"]["source"], out)  # the folder may move
+            data["injection"]["source"] = relative_to_folder(
+                data["injection"]["source"], out
+            )  # the folder may move
             config.write_text(json.dumps(data, indent=2) + "\n")
     for name in WEIGHT_FILES:
         shutil.copy2(checkpoint / name, target / CHECKPOINTS_DIR / checkpoint.name / name)
     (target / CHECKPOINTS_DIR / LATEST_FILE).write_text(checkpoint.name + "\n")
     return target
-
-
-def _relative(path: str, root: Path) -> str:
-    """`path` relative to `root` where it lies inside it, else as given."""
-    try:
-        return str(Path(path).resolve().relative_to(root.resolve()))
-    except ValueError:
-        return path

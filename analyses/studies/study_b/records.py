@@ -89,7 +89,7 @@ def export_results(out: str | Path, dest: str | Path, seeds: Collection[int] | N
     for name in ("runs", "wlmd"):
         frame = read_frame(out / f"study_b_{name}.csv")
         if "source" in frame.columns:
-            frame["source"] = [_relative(s, out) for s in frame["source"]]
+            frame["source"] = [relative_to_folder(s, out) for s in frame["source"]]
         kept = read_frame(dest / f"study_b_{name}.csv")
         if "seed" in kept.columns:
             others = kept[~kept["seed"].isin(list(exported))]
@@ -122,7 +122,7 @@ def _export_seed(folder: Path, target: Path, out: Path) -> None:
         # The config with the injection's source as the tables name it: relative to `out`, not
         # this machine's path.
         config = read_config(run)
-        config["injection"]["source"] = _relative(config["injection"]["source"], out)
+        config["injection"]["source"] = relative_to_folder(config["injection"]["source"], out)
         atomic_write_json(target / run.name / "config.json", config)
 
 
@@ -143,7 +143,8 @@ def compact_walk(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in r.items() if k != "S"} for r in records[:-1]] + records[-1:]
 
 
-def _relative(path: str, root: Path) -> str:
+def relative_to_folder(path: str, root: Path) -> str:
+    """`path` relative to `root` where it lies inside it, else as given (a measured folder may move)."""
     try:
         return str(Path(path).resolve().relative_to(root.resolve()))
     except ValueError:
