@@ -171,6 +171,8 @@ def test_the_wall_diagnostic_on_protocol_2s_seed_0():
     assert wall["forces"]["flat"]["force"] == 0.0 and wall["forces"]["linear"]["force"] > 0  # "no bias force"
     assert "a walker pressed to the wall felt **no bias force at all**" in _prose()
     walk, records = _settings("protocol-2")["wlmd"], _walk("protocol-2", 0)
+    assert walk["x_below"] + walk["x_above"] == 1  # the grid: "one unit of ln(loss)"
+    assert "a flat histogram over one unit of ln(loss) needs S to span thousands" in _prose()
     top, below = records[-1]["S"][-1], records[-1]["S"][-2]
     built = max(a - b for a, b in zip(top, below))
     assert records[-1]["step"] == walk["max_steps"] and walk["rise"] > 0  # a ramp, then 1/t
@@ -202,6 +204,15 @@ def test_protocol_3s_pilots_and_its_settings_table():
     assert (
         f"cosine ≤ {p3['target_cosine']} and flatness ≥ {_settings('protocol-2')['target_flatness']}" in prose
     )
+
+
+def test_the_reading_kept_by_every_later_protocol():
+    from analyses.studies.study_b.verdict import CLAIMED_GAP
+
+    assert (
+        "**supported** if it lies above 0, **contradicted** as stated if its upper end is below "
+        f"{CLAIMED_GAP}, **undecided** otherwise"
+    ) in _prose()
 
 
 def test_the_last_stages_change_of_s_that_contradicts_the_four_halvings_argument():
