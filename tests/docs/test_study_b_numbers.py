@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -16,30 +15,19 @@ import pytest
 from analyses.studies.study_b import readings
 from analyses.studies.study_b.tables import read_frame
 from analyses.studies.study_b.verdict import verdict
+from tests.docs.prose import ROOT, STUDY_B, joined, page_prose, regenerated_shift, span
 
-ROOT = Path(__file__).resolve().parents[2]
-RECORDS = ROOT / "results" / "study-b" / "protocol-6"
-MODELS = ROOT / "results" / "study-b" / "protocol-6-models"
+RECORDS = STUDY_B / "protocol-6"
+MODELS = STUDY_B / "protocol-6-models"
 PAGE = (ROOT / "docs" / "study_b.md").read_text()
 
 
 def _prose() -> str:
-    """The page without its code cells, its lines joined (a number may wrap onto the next line)."""
-    return re.sub(r"\s+", " ", re.sub(r"```.*?```", "", PAGE, flags=re.DOTALL))
-
-
-def _joined(values, fmt: str = "{:.3f}") -> str:
-    """``a, b and c``."""
-    parts = [fmt.format(v) for v in values]
-    return ", ".join(parts[:-1]) + " and " + parts[-1]
+    return page_prose(ROOT / "docs" / "study_b.md")
 
 
 def _runs() -> pd.DataFrame:
     return read_frame(RECORDS / "study_b_runs.csv")
-
-
-def _span(values, fmt: str = "{:,.0f}") -> str:
-    return f"{fmt.format(min(values))}-{fmt.format(max(values))}"
 
 
 def test_the_page_states_the_verdict_the_function_computes_with_its_reasons():
@@ -58,8 +46,8 @@ def test_each_seeds_retention_after_random_noise():
         _runs().query("noise == 'random'").pivot_table(index="seed", columns="model", values="test_acc_after")
     )
     stated = (
-        f"the equilibrium samples kept {_joined(acc['wlmd'])} of the task, their AdamW models "
-        f"{_joined(acc['adamw'])}"
+        f"the equilibrium samples kept {joined(acc['wlmd'])} of the task, their AdamW models "
+        f"{joined(acc['adamw'])}"
     )
     assert stated in _prose()
     assert (acc["wlmd"] > acc["adamw"]).all() and (acc["adamw"] >= 0.75).all()  # "every sample kept more"
@@ -81,7 +69,7 @@ def test_the_share_of_forgetting_avoided_and_the_ceiling():
     assert f"the largest mean gap the three seeds allowed was {summary['mean_ceiling']:.3f}" in prose
     assert summary["mean_ceiling"] < 0.2  # "below the rule's 0.2"
     stated = (
-        f"per seed `(W - A) / (1 - A)`: {_joined(shares['share'])}, mean **{summary['mean']:.3f}, 95% "
+        f"per seed `(W - A) / (1 - A)`: {joined(shares['share'])}, mean **{summary['mean']:.3f}, 95% "
         f"t-interval [{summary['low']:.3f}, +{summary['high']:.3f}]**"
     )
     assert stated in prose
@@ -161,8 +149,8 @@ def test_what_the_walks_records_say_about_convergence():
     ratio = facts["S_change_median"] / stage
     stated = (
         f"In the last stage (ln f {stage}) the shape of S still moved by a median of "
-        f"{_span(facts['S_change_median'])} per 1,000 steps (up to {facts['S_change_max'].max():.0f}), "
-        f"{_span(ratio)} times the stage's ln f"
+        f"{span(facts['S_change_median'])} per 1,000 steps (up to {facts['S_change_max'].max():.0f}), "
+        f"{span(ratio)} times the stage's ln f"
     )
     assert stated in prose
     pairs = [f"{a:.3f} to {b:.3f}" for a, b in zip(facts["cosine_stage_start"], facts["cosine_end"])]
@@ -189,18 +177,12 @@ def test_the_regenerated_models_shift_as_stated():
     """The models kept in protocol-6-models were recomputed from the state on a later machine:
     the page quotes how far their accuracies moved and their random-noise difference.
     """
-    from analyses.report.stats import t_interval
-
-    kept = read_frame(MODELS / "study_b_runs.csv").set_index(["seed", "model", "noise"])
-    recorded = _runs().set_index(["seed", "model", "noise"]).loc[kept.index]
-    shift = (kept["test_acc_after"] - recorded["test_acc_after"]).abs().max()
-    acc = kept.xs("random", level="noise")["test_acc_after"].unstack("model")
-    mean, low, high = t_interval((acc["wlmd"] - acc["adamw"]).tolist())
+    found = regenerated_shift(RECORDS, MODELS)
     stated = (
-        f"moved them by up to {shift:.3f}, and the random-noise difference to +{mean:.3f}, "
-        f"95% t-interval [{low:.3f}, +{high:.3f}]"
+        f"moved them by up to {found['shift']:.3f}, and the random-noise difference to +{found['mean']:.3f}, "
+        f"95% t-interval [{found['low']:.3f}, +{found['high']:.3f}]"
     )
-    assert stated in _prose() and high < 0.2  # "the same verdict"
+    assert stated in _prose() and found["high"] < 0.2  # "the same verdict"
 
 
 def test_the_used_ranks_quoted_from_the_committed_table():
