@@ -344,3 +344,33 @@ def test_the_models_regenerated_from_protocol_6s_state():
         sample = json.loads(log.splitlines()[-1])
         assert 0 < abs(sample["x"] - walks.loc[seed, "x_wlmd"]) < 1e-5, seed
     assert "The samples came out a few 10⁻⁶ of ln(loss) from the recorded ones" in prose
+
+
+def test_the_classic_schedules_error_by_halving_is_the_committed_toy_records():
+    """The classic-schedule section quotes results/study-b/classic-toy/errors.csv (written by
+    scripts/long_runs/study_b_classic_toy.py): its table and the numbers its prose reads off it.
+    """
+    import numpy as np
+
+    from analyses.studies.study_b.diagnostics.classic_toy import table
+
+    errors = pd.read_csv(STUDY_B / "classic-toy" / "errors.csv")
+    page = (ROOT / "docs" / "study_b_history.md").read_text()
+    assert table(errors) in page
+    assert errors.groupby("seed")["finished"].last().all()  # every walk reached ln f below 1e-4
+    at_stop = errors.query("halvings == 4")["max_deviation"]
+    assert errors.query("halvings == 4")["ln_f"].eq(0.625).all()
+    prose = _prose()
+    assert f"the error in S was {at_stop.min():.2f}-{at_stop.max():.2f}" in prose
+    ratio = at_stop / 0.625
+    assert f"{np.floor(ratio.min()):.0f}-{np.ceil(ratio.max()):.0f} times its ln f" in prose
+    centres = np.linspace(1.0, 4.0, 11)[:-1] + 0.15  # the toy's 10 bins of E from 1 to 4
+    exact_span = 2 * np.log(centres[-1] / centres[0])  # (d/2 - 1) ln E with d = 6
+    assert f"the exact `ln g` itself spans {exact_span:.1f}" in prose
+    assert at_stop.min() > exact_span  # "more than the whole span of the exact ln g"
+    worst = errors.groupby("halvings")["max_deviation"].max()
+    first = int(worst[worst.lt(0.5)[::-1].cummin()[::-1]].index.min())  # below 0.5 from here on
+    ln_f = errors.set_index("halvings")["ln_f"].groupby(level=0).first()[first]
+    assert f"below 0.5 in every seed only from {first} halvings on (ln f {ln_f:.3g})" in prose
+    last = errors.groupby("seed").tail(1)["max_deviation"]
+    assert f"levels off there: {last.min():.2f}-{last.max():.2f} after the last halving" in prose
