@@ -22,6 +22,7 @@ from analyses.studies.study_a.decision import (
     decide,
     decision,
     replicate,
+    replication,
 )
 from analyses.studies.study_a.stats import newcombe
 from interp.sweep.specs import RunSpec
@@ -140,3 +141,16 @@ def test_the_committed_records_give_a_reading_only_once_stage_1_has_finished():
     assert (found.outcome == INCOMPLETE) == (done < 40)
     if done < 40:
         assert found.sentence() == f"incomplete: {done} of 40 runs finished"
+
+
+def test_the_command_prints_both_readings_of_the_committed_records(capsys):
+    from interp.cli import main
+
+    with pytest.raises(SystemExit) as exit_code:
+        main(["study-a", "decide"])
+    out = capsys.readouterr().out.splitlines()
+    assert exit_code.value.code == 0
+    assert out == [
+        f"weight decay or imbalance: {decision().sentence()}",
+        f"replication: {replication().sentence()}",
+    ]
