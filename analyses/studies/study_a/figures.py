@@ -96,7 +96,9 @@ def rule_rate_figure(results: str | Path = RESULTS) -> go.Figure:
     fig.update_yaxes(title_text="runs that reached the rule (%)", range=[-5, 105])
     fig.update_layout(
         title="Rule rate at r = 0.5 and 0.9, per model and weight decay (bars: Wilson 95% intervals)",
-        height=480,
-        legend={"title": {"text": "model, weight decay (grid)"}},
+        height=520,
+        # Below the axes: the names are long, and beside them they would squeeze the plot.
+        legend={"title": {"text": "model, weight decay (grid)"}, "yanchor": "top", "y": -0.2, "x": 0},
+        margin={"b": 10},
     )
     return fig
