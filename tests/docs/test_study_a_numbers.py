@@ -126,7 +126,7 @@ def test_the_answer_and_the_results_state_weight_decay_04s_pairs():
         f"{changed} of {changed} changed pairs moved the same way, an exact sign test "
         f"p = {binomtest(changed, changed).pvalue:.2f}" in prose
     )
-    assert f"our {n} runs at 0.4 kept it to the end" in prose
+    assert f"stage (b)'s {n} runs at 0.4 kept it to the end" in prose
 
 
 def test_the_maps_counts_and_its_choice():
