@@ -173,3 +173,18 @@ def test_the_mechanism_figure(page, tmp_path):
     page.open(path).assert_clean(min_figures=1)
     layout = page.page.evaluate("() => document.querySelector('.js-plotly-plot')._fullLayout.xaxis.type")
     assert layout == "log"
+
+
+def test_study_as_answer_figure(page, tmp_path):
+    """The rule rate by r per model and weight decay, from the committed records (the study page's
+    top figure): every line and its Wilson bars inside the axes, the legend below them.
+    """
+    from analyses.studies.study_a.figures import rule_rate_figure
+
+    fig = rule_rate_figure()
+    path = write_figure(fig, tmp_path / "answer.html")
+    page.open(path).assert_clean(min_figures=1)
+    traces = page.page.evaluate("() => document.querySelector('.js-plotly-plot')._fullData.length")
+    assert traces == len(fig.data) >= 2
+    legend = page.page.evaluate("() => document.querySelector('.js-plotly-plot')._fullLayout.legend.y")
+    assert legend < 0  # below the plotting area: beside it, the long names squeeze the axes

@@ -71,7 +71,8 @@ TINY = [
         (["train", "--bogus"], "interp train: no such option '--bogus' (did you mean"),
         (["train", "--seed", "x"], "interp train: Invalid value for '--seed'"),
         (["bogus"], "interp: No such command 'bogus'; its commands: ablate, attribute"),
-        (["study-a", "nope"], "its commands: demo, describe, evolution"),
+        (["study-a", "nope"], "its commands: decide, demo, describe, evolution"),
+        (["study-a", "decide", "no/such/folder"], "no/such/folder is not a folder"),
         (["train", "--vectorize", "--out", "X"], "no --seeds were given"),
         (
             ["train", "--vectorize", "--seeds", "0-1", "--jobs", "2", "--out", "X"],

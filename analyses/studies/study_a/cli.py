@@ -1,4 +1,4 @@
-"""`interp study-a`: study A's door on the command line (`evolution`, `describe`, `demo`).
+"""`interp study-a`: study A's door on the command line (`evolution`, `describe`, `demo`, `decide`).
 
 A study's `cli.py` belongs to the composition root (`interp.cli` lists it lazily in
 `analyses.studies.STUDIES`): the one module of a study that may import `interp.cli`'s helpers.
@@ -15,7 +15,7 @@ from interp.errors import ConfigError, did_you_mean
 
 @click.group("study-a")
 def study_a() -> None:
-    """Study A (the positional shortcut): circuit evolution of a run, its dataset and model, the demo."""
+    """Study A (the positional shortcut): a run's circuit evolution, its data and model, the demo, the readings."""
 
 
 @study_a.command("evolution")
@@ -50,6 +50,22 @@ def study_a_evolution(run_dir: str, out: str | None, no_progress: bool) -> None:
     )
     write_figure(attention_explorer(run_dir, cache=cache), folder / "explorer.html")
     click.echo(f"wrote {folder / 'circuit_evolution.html'} and {folder / 'explorer.html'}")
+
+
+@study_a.command("decide")
+@click.argument("results", type=click.Path(file_okay=False), required=False)
+def study_a_decide(results: str | None) -> None:
+    """The preregistered readings of study A's decision grids from their records (RESULTS: a folder
+    holding wd-headline/ and replication/ [default: the committed results/study-a]): weight decay
+    or imbalance (stage 1), and the replication (stage 2); "incomplete" while a run is missing.
+    """
+    from analyses.studies.study_a.decision import RESULTS, decision, replication
+
+    folder = Path(results) if results else RESULTS
+    if not folder.is_dir():
+        raise ConfigError(f"{results} is not a folder", "give a folder holding wd-headline/ and replication/")
+    click.echo(f"weight decay or imbalance: {decision(folder).sentence()}")
+    click.echo(f"replication: {replication(folder).sentence()}")
 
 
 @study_a.command("describe")

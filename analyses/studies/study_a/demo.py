@@ -19,12 +19,10 @@ from pathlib import Path
 from analyses.report.page import figure_div, html_table, rates_html
 from analyses.report.records import FINISHED, RunState, load_results, rate_rows
 from analyses.report.survival import time_to_milestone_figure
+from analyses.studies.study_a.decision import RESULTS
 from analyses.studies.study_a.report import test_cells
 from analyses.studies.study_a.stats import PREREGISTERED_SWEEPS, Contrast, axis_rate_figure, contrast_tests
 from interp.sweep.specs import read_sweep
-
-RESULTS = Path(__file__).resolve().parents[3] / "results" / "study-a"
-"""Study A's committed records (present in a checkout of the repository)."""
 
 CONFIRMATION = ("headline", "map")
 """The committed confirmation grids below `RESULTS` that every checkout holds."""
