@@ -1,0 +1,117 @@
+"""Which decision runs get a dense weight series, by the rule the preregistration fixed.
+
+The decision's preregistration (docs/study_a_log.md, "Weight decay or imbalance?") commits
+three two-layer weight-only series for dissection, each chosen by a rule fixed before its grid
+ran:
+
+* ``wd-headline r=0.9``: stage 1's two-layer r = 0.9 run with the lowest seed index that reaches
+  the rule;
+* ``wd-headline r=0.5``: stage 1's two-layer r = 0.5 run with the lowest seed index that reaches
+  the rule, or if none does, the one with the highest best adv accuracy;
+* ``replication r=0.9 memorised``: stage 2's r = 0.9 run with the lowest seed index that
+  memorised without the rule.
+
+A choice is made only once the records settle it: the lowest seed index that reached the rule
+is known as soon as every lower index has finished without it; "the highest best adv accuracy"
+only when the whole cell has finished.
+
+`series_steps` picks the checkpoints a series keeps: every checkpoint across phase 2 (thinned
+evenly if there are too many) and log-spaced ones elsewhere, at most `MAX_CHECKPOINTS` in all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from analyses.report.records import FINISHED, RunState, load_results
+from analyses.studies.study_a.stats import outcome
+from interp.store.export import log_spaced
+
+MAX_CHECKPOINTS = 40
+"""The most checkpoints a committed series keeps (the preregistration's cap)."""
+
+OUTSIDE = 16
+"""Log-spaced checkpoints outside phase 2's window (the existing series' count)."""
+
+
+@dataclass(frozen=True)
+class SeriesChoice:
+    """One preregistered series and the run its rule picks.
+
+    Attributes:
+        name: The series' name (``"wd-headline r=0.9"``, ...).
+        run: The chosen run's record, or None while the records do not settle it.
+        why: How the rule picked it, or why it cannot pick yet.
+    """
+
+    name: str
+    run: RunState | None
+    why: str
+
+
+def _cell(runs: list[RunState], r: float) -> list[RunState]:
+    """The two-layer runs at ratio `r`, by seed index."""
+    cell = [run for run in runs if run.spec.tags.get("preset") == "mpsp-2l2h" and run.spec.tags.get("r") == r]
+    return sorted(cell, key=lambda run: run.spec.tags["seed"])
+
+
+def _lowest(cell: list[RunState], hit: Callable[[RunState], bool], what: str) -> tuple[RunState | None, str]:
+    """The lowest seed index whose finished run satisfies `hit`, once every lower index has finished."""
+    for run in cell:
+        seed = run.spec.tags["seed"]
+        if run.status != FINISHED:
+            return None, f"seed index {seed} has not finished, and no lower index {what}"
+        if hit(run):
+            return run, f"seed index {seed}: the lowest that {what}"
+    return None, f"no run of the cell {what}" if cell else "the cell has no runs yet"
+
+
+def _reached(run: RunState) -> bool:
+    return run.milestones.get("rule", {}).get("step") is not None
+
+
+def choose_series(stage_1: list[RunState], stage_2: list[RunState]) -> list[SeriesChoice]:
+    """The three preregistered series' runs, from stage 1's and stage 2's run states."""
+    choices = [SeriesChoice("wd-headline r=0.9", *_lowest(_cell(stage_1, 0.9), _reached, "reached the rule"))]
+    cell = _cell(stage_1, 0.5)
+    run, why = _lowest(cell, _reached, "reached the rule")
+    if run is None and cell and all(r.status == FINISHED for r in cell):
+        run = max(cell, key=lambda r: (r.best.get("adv/acc", 0.0), -r.spec.tags["seed"]))
+        why = f"{why}: seed index {run.spec.tags['seed']} has the highest best adv accuracy"
+    choices.append(SeriesChoice("wd-headline r=0.5", run, why))
+    memorised = _lowest(
+        _cell(stage_2, 0.9),
+        lambda r: outcome(r) == "memorised without the rule",
+        "memorised without the rule",
+    )
+    return [*choices, SeriesChoice("replication r=0.9 memorised", *memorised)]
+
+
+def dissection_runs(results: str | Path) -> list[SeriesChoice]:
+    """`choose_series` on the committed decision grids under `results` (study A's results folder,
+    holding ``wd-headline/`` and ``replication/``; a grid not started yet has no runs).
+    """
+    results = Path(results)
+
+    def grid(name: str) -> list[RunState]:
+        return load_results(results / name)[1] if (results / name / "sweep.json").is_file() else []
+
+    return choose_series(grid("wd-headline"), grid("replication"))
+
+
+def series_steps(steps: list[int], onset: int | None, end: int | None, margin: int = 100) -> list[int]:
+    """The checkpoints a series keeps: all of `steps` within `margin` epochs of phase 2 (onset to
+    end), thinned evenly to leave room for `OUTSIDE` log-spaced others, at most `MAX_CHECKPOINTS`;
+    without a phase 2, `MAX_CHECKPOINTS` log-spaced ones.
+    """
+    if onset is None or end is None:
+        return log_spaced(steps, MAX_CHECKPOINTS)
+    low, high = onset - margin, end + margin
+    inside = [s for s in steps if low <= s <= high]
+    room = MAX_CHECKPOINTS - OUTSIDE
+    if len(inside) > room:  # keep both ends of the window and an even spread between them
+        inside = sorted({inside[round(i * (len(inside) - 1) / (room - 1))] for i in range(room)})
+    outside = [s for s in steps if s < low or s > high]
+    return sorted(set(inside) | set(log_spaced(outside, OUTSIDE) if len(outside) >= 2 else outside))
