@@ -132,6 +132,13 @@ def calibrated(params: Params) -> tuple[float, float, dict[str, Any] | None]:
     return chosen["step_size"], chosen["n_beta"], {"folder": str(path), **chosen}
 
 
+def calibration_key(params: Params) -> dict[str, Any]:
+    """The `calibration` field a result of `params` holds: a cached result computed before its
+    calibration folder was recomputed recommends other settings, and is not reused.
+    """
+    return {"calibration": calibrated(params)[2]}
+
+
 def estimate(subject: Subject, params: Params, step_size: float, n_beta: float) -> LLCEstimate:
     """`llc` on `subject` with `params`, at the given step size and n_beta (0: n / log n)."""
     split = subject.split(params.split)
@@ -188,6 +195,7 @@ ANALYSIS = Analysis(
     compute=compute,
     result=LLCResult,
     models=("transformer", "quadratic_mlp"),
+    cache_key=calibration_key,
     definition="n_beta * (E[L_n(w)] - L_n(w*)), the expectation over localized SGLD chains around the "
     "checkpoint's weights w*, L_n(w*) over the whole split; per-chain traces and health flags "
     "(R-hat, ESS, drift, negative, divergence).",
