@@ -290,27 +290,30 @@ def _looped(
     own = dict(model.named_parameters())
 
     def step(params: dict[str, Tensor], index: Tensor | None) -> tuple[dict[str, Tensor], Tensor]:
-        grads = {k: torch.empty_like(v) for k, v in params.items()}
         leaves = [own[k] for k in params]
         kept = [(leaf.data, leaf.requires_grad) for leaf in leaves]
-        losses = []
+        chains = [value.unbind(0) for value in params.values()]  # [param][chain]
+        found, losses = [], []
         try:
-            for c in range(next(iter(params.values())).shape[0]):
-                for leaf, value in zip(leaves, params.values(), strict=True):
+            for leaf in leaves:
+                leaf.requires_grad_(True)
+            for c in range(len(chains[0])):
+                for leaf, value in zip(leaves, chains, strict=True):
                     leaf.data = value[c]
-                    leaf.requires_grad_(True)
                 batch = data if index is None else tuple(t[index[c]] for t in data)
                 with torch.enable_grad():
                     loss = loss_fn(model, batch)
                     # allow_unused: a weight the loss does not reach has gradient zero, as under vmap.
-                    found = torch.autograd.grad(loss, leaves, allow_unused=True)
-                for name, grad in zip(params, found, strict=True):
-                    grads[name][c] = 0.0 if grad is None else grad
+                    found.append(torch.autograd.grad(loss, leaves, allow_unused=True))
                 losses.append(loss.detach())
         finally:
             for leaf, (value, requires_grad) in zip(leaves, kept, strict=True):
                 leaf.data = value
                 leaf.requires_grad_(requires_grad)
+        grads = {
+            name: torch.stack([torch.zeros_like(leaf) if g[i] is None else g[i] for g in found])
+            for i, (name, leaf) in enumerate(zip(params, leaves, strict=True))
+        }
         return grads, torch.stack(losses)
 
     return step
