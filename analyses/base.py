@@ -175,6 +175,10 @@ class Analysis:
         tasks: The task families (``task.name``) it applies to; None: any.
         definition: What it computes, in a few sentences (its docs page shows it).
         reference: The papers that define the method, by authors and title.
+        cache_key: ``params -> {result field: value}``: what decides a result beside its
+            params, for inputs the params only name (`llc`'s calibration folder: the step size
+            and n_beta it recommends now); `evolve` reuses a cached result only if its fields
+            hold these values. None: the params alone.
     """
 
     name: str
@@ -186,3 +190,4 @@ class Analysis:
     tasks: tuple[str, ...] | None = None
     definition: str = ""
     reference: str = ""
+    cache_key: Callable[[Any], dict[str, Any]] | None = None

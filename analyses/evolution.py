@@ -1,17 +1,26 @@
-"""Run a single-checkpoint analysis over every checkpoint of a run, cached per step.
+"""Run a single-checkpoint analysis over every checkpoint of a run, cached per step and settings.
 
 `evolve` walks a run's checkpoints in step order, loading one at a time (so memory stays that
-of one model), and saves each result under `RUN/analyses/NAME/step_N/` - the same folder the
-CLI's single-checkpoint commands write by default. A cached result is reused only if it was
-computed with the same parameters, so re-plotting never recomputes and changing a parameter
-never returns stale numbers. The results come back joined with `metrics.jsonl` by step.
+of one model), and saves each result under `RUN/analyses/NAME/step_N/` at the analysis's
+default parameters, and under `RUN/analyses/NAME/SETTINGS/step_N/` at others, SETTINGS naming
+the fields that differ (`settings_folder`: ``restrict=L0H0``, ``batch_size=256__restrict=L0H0``)
+- the same folders the CLI's single-checkpoint commands write by default. So the curves of one
+run at several settings (`llc` of the whole model and of each head) are cached side by side. A
+cached result is reused only if it was computed with the same parameters (and, for an analysis
+whose parameters name an input, such as `llc`'s calibration folder, the same input:
+`Analysis.cache_key`), so re-plotting never recomputes and changing a setting never returns
+stale numbers. A result cached before settings had folders (at ``NAME/step_N`` whatever its
+parameters) is still read where its parameters match. The results come back joined with
+`metrics.jsonl` by step.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,10 +121,14 @@ def evolve(
         raise CheckpointError(
             f"{run.run_dir} has no checkpoints to evolve over", "train it first (interp train)"
         )
-    wanted = json.loads(json.dumps(to_dict(params)))
-    folders = {step: run.result_folder(analysis.name, step, cache) for step in steps}
+    wanted = _wanted(analysis, params)
+    settings = settings_folder(analysis, params)
+    folders = {step: run.result_folder(analysis.name, step, cache, settings) for step in steps}
     save = writable(folders[steps[0]])
     results = {step: _cached(folders[step], analysis, wanted) for step in steps}
+    if settings:  # a result cached before settings had folders: at NAME/step_N, if its params match
+        for step in [step for step in steps if results[step] is None]:
+            results[step] = _cached(run.result_folder(analysis.name, step, cache), analysis, wanted)
     missing = [step for step in steps if results[step] is None]
     if jobs > 1 and save and len(missing) > 1:
         _in_workers(run, analysis, params, {step: folders[step] for step in missing}, jobs, progress)
@@ -191,12 +204,43 @@ def _params(analysis: Analysis, params: Any, values: dict[str, Any]) -> Any:
         raise ConfigError(f"{analysis.name}: {err}", f"valid: {', '.join(fields)}") from None
 
 
+SAFE_VALUE = re.compile(r"[A-Za-z0-9_.,+-]{1,40}")
+"""A parameter value written as it is in a settings folder's name; others go by a hash."""
+
+
+def settings_folder(analysis: Analysis, params: Any) -> str:
+    """The folder name of `params`' results: empty at the analysis's defaults, else the fields
+    that differ as ``name=value`` joined by ``__`` in field order (``restrict=L0H0``), a value
+    that is long or holds other characters than `SAFE_VALUE`'s (a folder path) as ``h`` and 12
+    hex digits of its hash. Distinct settings get distinct folders.
+    """
+    defaults = to_dict(analysis.params())
+    parts = []
+    for name, value in to_dict(params).items():
+        if value == defaults.get(name):
+            continue
+        text = json.dumps(value) if not isinstance(value, str) else value
+        if not SAFE_VALUE.fullmatch(text):
+            text = "h" + hashlib.sha256(json.dumps(value).encode()).hexdigest()[:12]
+        parts.append(f"{name}={text}")
+    return "__".join(parts)
+
+
+def _wanted(analysis: Analysis, params: Any) -> dict[str, Any]:
+    """What a cached result's fields must hold to be reused: its params, and the inputs they name
+    (`Analysis.cache_key`), as JSON gives them back.
+    """
+    inputs = analysis.cache_key(params) if analysis.cache_key is not None else {}
+    return json.loads(json.dumps({**inputs, "params": to_dict(params)}))
+
+
 def _cached(folder: Path, analysis: Analysis, wanted: dict[str, Any]) -> Result | None:
     try:
         stored = json.loads((folder / RESULT_FILE).read_text())
     except (OSError, ValueError):
         return None
-    if stored.get("fields", {}).get("params") != wanted:
+    fields = stored.get("fields", {})
+    if any(fields.get(key) != value for key, value in wanted.items()):
         return None
     try:
         return analysis.result.load(folder)

@@ -97,13 +97,22 @@ class LLCResult(Result):
         return f"{super().caption()}: LLC {self.estimate:.4g} ± {self.se:.2g} (se); {flags}"
 
 
-def loss_of(loss: str):  # noqa: ANN201 - a closure over the loss name
-    """The run's training loss at the readout, as `llc`'s ``loss_fn(model, (tokens, labels))``
-    (the readout of ours, or a TransformerLens model's last position: `readout_of`).
+def loss_of(loss: str, *, fast: bool = True, minibatch: bool = False):  # noqa: ANN201 - a closure
+    """The run's training loss at the readout, as `llc`'s ``loss_fn(model, (tokens, labels))``.
+
+    The forward is the model's training forward, `fast_readout`, where it has one (ours, when
+    `fast`): the same logits as the hooked readout to 1e-5 in fp32, from a pass that does only
+    the work a readout loss needs, with a hand-written backward, at a fraction of the hooked
+    pass's cost (`benchmarks/llc.py`); `minibatch` tells it that each batch is a random one,
+    used once. Otherwise the hooked readout (`readout_of`: ours, or a TransformerLens model's
+    last position). The LLC needs no hooks: ``restrict`` masks weights, not activations.
     """
 
     def loss_fn(model: nn.Module, batch: tuple[Tensor, ...]) -> Tensor:
-        return mean_loss(readout_of(model)(batch[0]), batch[1], loss)
+        fast_readout = getattr(model, "fast_readout", None) if fast else None
+        if fast_readout is None:
+            return mean_loss(readout_of(model)(batch[0]), batch[1], loss)
+        return mean_loss(fast_readout(batch[0], minibatch=minibatch), batch[1], loss)
 
     return loss_fn
 
@@ -123,6 +132,13 @@ def calibrated(params: Params) -> tuple[float, float, dict[str, Any] | None]:
     return chosen["step_size"], chosen["n_beta"], {"folder": str(path), **chosen}
 
 
+def calibration_key(params: Params) -> dict[str, Any]:
+    """The `calibration` field a result of `params` holds: a cached result computed before its
+    calibration folder was recomputed recommends other settings, and is not reused.
+    """
+    return {"calibration": calibrated(params)[2]}
+
+
 def estimate(subject: Subject, params: Params, step_size: float, n_beta: float) -> LLCEstimate:
     """`llc` on `subject` with `params`, at the given step size and n_beta (0: n / log n)."""
     split = subject.split(params.split)
@@ -130,7 +146,7 @@ def estimate(subject: Subject, params: Params, step_size: float, n_beta: float) 
         return llc(
             subject.model,
             (split.tokens, split.labels),
-            loss_of(subject.loss),
+            loss_of(subject.loss, minibatch=0 < params.batch_size < len(split)),
             step_size=step_size,
             n_beta=n_beta or None,
             localization=params.localization,
@@ -179,6 +195,7 @@ ANALYSIS = Analysis(
     compute=compute,
     result=LLCResult,
     models=("transformer", "quadratic_mlp"),
+    cache_key=calibration_key,
     definition="n_beta * (E[L_n(w)] - L_n(w*)), the expectation over localized SGLD chains around the "
     "checkpoint's weights w*, L_n(w*) over the whole split; per-chain traces and health flags "
     "(R-hat, ESS, drift, negative, divergence).",

@@ -40,7 +40,11 @@ class Params:
     restrict: str = param(
         "", "Sample only these parts, comma-separated: L0H1, blocks.0.mlp, embed, ... (empty: every weight)."
     )
-    vectorize: bool = param(True, "Step all chains in one torch.func.vmap call (off: a loop over chains).")
+    vectorize: bool = param(
+        False,
+        "Step all chains in one torch.func.vmap call; off: a loop over the chains, each one autograd pass on the "
+        "model's fast training forward (faster on one or two threads: benchmarks/README.md).",
+    )
     calibration: str = param(
         "", "An `llc-calibrate` result folder: its recommended step size and n_beta replace the two above."
     )

@@ -1,17 +1,23 @@
 """Time an LLC estimate of a checkpoint against 30 full-batch training epochs of the same model.
 
 Run: `PYTHONPATH=$PWD .venv/bin/python benchmarks/llc.py [--run results/study-a/series/mpsp-2l2h-r0.9]
-[--calibration FOLDER] [--threads 2] [--batches 64,256,1024] [--epochs 30] [--evolve 100]`.
+[--calibration FOLDER] [--threads 2] [--batch 256] [--step-size 1e-4] [--batches 64,256,1024] [--epochs 30]
+[--evolve 100]`.
 
 In one process, on the same threads:
 
-1. **vmap vs loop**: seconds per sampler step of 4 chains, all in one `torch.func.vmap` call
-   against a Python loop over the chains (median of 5 steps after 1 warm-up), batch 256;
-2. **the target**: one checkpoint's estimate at `llc`'s **default settings** (or the
-   calibration's step size and n_beta if given; 4 chains, 200 draws, 100 burn-in, batch 512)
-   against 30 full-batch training epochs of the same model (the training loop's forward,
-   `fast_readout`, cross-entropy, AdamW, on the run's 16,384 examples), and their ratio
-   (target: <= 1);
+1. **the sampler step**: seconds per sampler step of 4 chains x `--batch` examples (median of 5
+   steps after 1 warm-up) on the fast training forward (`fast_readout`, what `llc` samples on
+   for our models), all chains in one `torch.func.vmap` call against a loop over the chains
+   (one plain autograd pass each), and the loop on the hooked forward (`readout`, what it
+   sampled on before, and what a TransformerLens model still samples on), with the cost per
+   example-gradient against a training epoch's;
+2. **the target**: one checkpoint's estimate at `llc`'s **default settings** but for the batch
+   (`--batch`, 256 by default: the readings' setting, docs/llc_readings.md reading (b); or the
+   calibration's step size and n_beta if given; 4 chains, 200 draws, 100 burn-in), chains
+   looped or vmapped as 1. measured faster, against 30 full-batch training epochs of the same
+   model (the training loop's forward, `fast_readout`, cross-entropy, AdamW, on the run's
+   16,384 examples), and their ratio (target: <= 1);
 3. **precision against time**: the same estimate at each batch size of `--batches` (none by
    default: each costs as much as 2.): its standard error over chains and its seconds
    (minibatch noise at ``n_beta = n / log n`` grows as the batch shrinks);
@@ -43,30 +49,51 @@ def cpu_line() -> str:
     name = next(
         (line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), "?"
     )
-    return f"{name} ({'AVX-512' if 'avx512f' in text else 'no AVX-512'}), {os.cpu_count()} cores, {platform.machine()}"
+    capability = torch.backends.cpu.get_cpu_capability()
+    avx = "AVX-512" if "avx512f" in text else "no AVX-512"
+    return f"{name} ({avx}, torch CPU capability {capability}), {os.cpu_count()} cores, {platform.machine()}"
 
 
 def step_times(subject, batch: int, chains: int = 4, repeats: int = 5) -> dict[str, float]:
-    """Median seconds per sampler step, vmap against loop."""
+    """Median seconds per sampler step: fast forward vmapped and looped, hooked forward looped."""
     from analyses.llc import loss_of
     from interp.dissect.learning_coefficient import llc
 
     split = subject.split("train")
     out = {}
-    for vectorize in (True, False):
+    for label, fast, vectorize in (
+        ("vmap", True, True),
+        ("loop", True, False),
+        ("hooked loop", False, False),
+    ):
         times = []
         for seed in range(repeats + 1):
             est = llc(
-                subject.model, (split.tokens, split.labels), loss_of(subject.loss), step_size=1e-7, chains=chains,
-                draws=1, burn_in=0, batch_size=batch, seed=seed, vectorize=vectorize,
+                subject.model, (split.tokens, split.labels), loss_of(subject.loss, fast=fast), step_size=1e-7,
+                chains=chains, draws=1, burn_in=0, batch_size=batch, seed=seed, vectorize=vectorize,
             )  # fmt: skip
             times.append(est.seconds)
-        out["vmap" if vectorize else "loop"] = statistics.median(times[1:])
+        out[label] = statistics.median(times[1:])
     return out
 
 
-def epochs_seconds(subject, epochs: int) -> float:
-    """Seconds of `epochs` full-batch training epochs (fast_readout, cross-entropy, AdamW) on a copy."""
+class Clock:
+    """Wall seconds and this process's CPU seconds since it started: on a loaded machine the CPU
+    seconds are the steadier measure of work (the wall's include the time the process waited).
+    """
+
+    def __init__(self) -> None:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def read(self) -> dict[str, float]:
+        """Wall and CPU seconds since the clock started."""
+        return {"wall": time.perf_counter() - self.wall, "cpu": time.process_time() - self.cpu}
+
+
+def epochs_seconds(subject, epochs: int) -> dict[str, float]:
+    """Wall and CPU seconds of `epochs` full-batch training epochs on a copy (fast_readout,
+    cross-entropy, AdamW).
+    """
     import copy
 
     import torch.nn.functional as F
@@ -75,28 +102,30 @@ def epochs_seconds(subject, epochs: int) -> float:
     split = subject.split("train")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.98), weight_decay=0.1)
     forward = getattr(model, "fast_readout", model.readout)
-    start = time.perf_counter()
+    clock = Clock()
     for _ in range(epochs):
         loss = F.cross_entropy(forward(split.tokens), split.labels)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-    return time.perf_counter() - start
+    return clock.read()
 
 
-def estimate_row(llc, subject, epochs: float, label: str, **fields) -> dict:
-    """One estimate of `subject` with `fields` over `llc`'s defaults, timed and printed."""
+def estimate_row(llc, subject, epochs: dict[str, float], label: str, **fields) -> dict:
+    """One estimate of `subject` with `fields` over `llc`'s defaults, timed (wall and CPU) and printed."""
     params = llc.params(**fields)
-    start = time.perf_counter()
+    clock = Clock()
     result = llc.compute(subject, params)
-    seconds = time.perf_counter() - start
+    took = clock.read()
+    ratio = {k: took[k] / epochs[k] for k in took}
     print(f"estimate, {label} (batch {params.batch_size}, {params.chains} chains x {params.burn_in} burn-in + "
-          f"{params.draws} draws): {result.estimate:.4g} ± {result.se:.2g} (se), flags {result.flags or 'none'}, "
-          f"{seconds:.1f} s = {seconds / epochs:.2f} x 30 epochs "
-          f"(step size {result.step_size:g}, n_beta {result.n_beta:.4g})")  # fmt: skip
-    return {"label": label, "batch": params.batch_size, "seconds": seconds, "estimate": result.estimate,
+          f"{params.draws} draws, {'vmap' if params.vectorize else 'loop'}): {result.estimate:.4g} ± "
+          f"{result.se:.2g} (se), flags {result.flags or 'none'}, {took['wall']:.1f} s wall = {ratio['wall']:.2f} x "
+          f"the epochs, {took['cpu']:.1f} CPU s = {ratio['cpu']:.2f} x (step size {result.step_size:g}, "
+          f"n_beta {result.n_beta:.4g})")  # fmt: skip
+    return {"label": label, "batch": params.batch_size, "seconds": took, "estimate": result.estimate,
             "se": result.se, "flags": result.flags, "step_size": result.step_size, "n_beta": result.n_beta,
-            "ratio_to_epochs": seconds / epochs}  # fmt: skip
+            "ratio_to_epochs": ratio}  # fmt: skip
 
 
 def evolve_seconds(checkpoints: int) -> dict:
@@ -131,6 +160,10 @@ def main() -> None:
     parser.add_argument("--calibration", default="")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=30)
+    parser.add_argument("--batch", type=int, default=256, help="the estimate's batch (the readings': 256)")
+    parser.add_argument(
+        "--step-size", type=float, default=1e-4, help="the estimates' step size (llc's default)"
+    )
     parser.add_argument("--batches", default="", help="extra batch sizes, e.g. 64,256,1024")
     parser.add_argument("--draws", type=int, default=200)
     parser.add_argument("--burn-in", type=int, default=100)
@@ -145,19 +178,29 @@ def main() -> None:
     print(
         f"checkpoint: {subject.source} (step {subject.step}), train split {len(subject.split('train')):,} examples"
     )
-    steps = step_times(subject, 256)
-    print(f"sampler step, 4 chains x batch 256: vmap {steps['vmap']:.3f} s, loop {steps['loop']:.3f} s, "
-          f"loop/vmap {steps['loop'] / steps['vmap']:.2f}")  # fmt: skip
+    steps = step_times(subject, args.batch)
     epochs = epochs_seconds(subject, args.epochs)
-    print(f"{args.epochs} full-batch training epochs: {epochs:.1f} s ({epochs / args.epochs:.3f} s each)")
-    shared = dict(calibration=args.calibration, draws=args.draws, burn_in=args.burn_in,
+    n = len(subject.split("train"))
+    per_example = {k: v / (4 * args.batch) / (epochs["wall"] / (args.epochs * n)) for k, v in steps.items()}
+    print(
+        f"sampler step, 4 chains x batch {args.batch}: "
+        + ", ".join(
+            f"{k} {v:.3f} s ({per_example[k]:.2f}x an epoch's cost per example)" for k, v in steps.items()
+        )
+        + f"; loop/vmap {steps['loop'] / steps['vmap']:.2f}, hooked/fast {steps['hooked loop'] / steps['loop']:.2f}"
+    )
+    each = epochs["wall"] / args.epochs
+    print(f"{args.epochs} full-batch training epochs: {epochs['wall']:.1f} s wall ({each:.3f} s each), "
+          f"{epochs['cpu']:.1f} CPU s")  # fmt: skip
+    shared = dict(calibration=args.calibration, draws=args.draws, burn_in=args.burn_in, step_size=args.step_size,
                   vectorize=steps["vmap"] <= steps["loop"])  # fmt: skip
-    rows = [estimate_row(llc, subject, epochs, "default settings", **shared)]
+    rows = [estimate_row(llc, subject, epochs, "target settings", batch_size=args.batch, **shared)]
     for batch in [int(b) for b in args.batches.split(",") if b]:
         rows.append(estimate_row(llc, subject, epochs, f"batch {batch}", batch_size=batch, **shared))
     evolved = evolve_seconds(args.evolve) if args.evolve else None
     print(f"load after {os.getloadavg()[0]:.2f}")
-    print(json.dumps({"cpu": cpu_line(), "steps": steps, "epochs_seconds": epochs, "estimates": rows,
+    print(json.dumps({"cpu": cpu_line(), "steps": steps, "per_example": per_example, "epochs_seconds": epochs,
+                      "estimates": rows,
                       "evolve": evolved}))  # fmt: skip
 
 

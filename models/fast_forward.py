@@ -231,9 +231,11 @@ def _mlp(block: nn.Module, resid: Tensor, cdt: torch.dtype) -> Tensor:
     return resid + torch.addmm(mlp.b_out.to(cdt), post, mlp.W_out.to(cdt))
 
 
-def _layer0(model: nn.Module, tokens: Tensor, cdt: torch.dtype, first: int) -> Tensor:
+def _layer0(
+    model: nn.Module, tokens: Tensor, cdt: torch.dtype, first: int, with_plans: bool = True
+) -> Tensor:
     """Layer 0's attention block from tables: resid_mid `[batch, pos - first, d_model]` at the
-    query positions `first..pos-1` (keys at every position).
+    query positions `first..pos-1` (keys at every position); `with_plans`: CSR plans (`_indices`).
     """
     cfg = model.cfg
     batch, n_pos = tokens.shape
@@ -264,18 +266,21 @@ def _layer0(model: nn.Module, tokens: Tensor, cdt: torch.dtype, first: int) -> T
     ov_table = torch.bmm(v.view(PV, H, dh).transpose(0, 1), attn.W_O).transpose(0, 1).reshape(PV, H * D)
     resid_table = X + attn.b_O
 
-    idx, rows, plans = _indices(tokens, first, V, H)
+    idx, rows, plans = _indices(tokens, first, V, H, with_plans)
     pattern = F.softmax(_gather(score_table, rows, X.dtype, plans[0]).view(batch, S, n_pos, H), dim=2)
     resid = _gather(resid_table, idx[:, first:], X.dtype, plans[1])
     return _Mix.apply(ov_table, idx, pattern.view(batch, S, n_pos * H), resid, cdt, plans[2])
 
 
-def _indices(tokens: Tensor, first: int, V: int, H: int) -> tuple[Tensor, Tensor, tuple]:
+def _indices(
+    tokens: Tensor, first: int, V: int, H: int, with_plans: bool = True
+) -> tuple[Tensor, Tensor, tuple]:
     """Layer 0's table rows of `tokens`, and their CSR plans (`models.csr`; cached per batch).
 
     Returns `idx [batch, pos]` (rows of the (position, token) tables), `rows [batch, S, key,
     head]` (rows of the score table) and the plans of the score gather, the residual gather
-    and the mix (`None`s where the CSR path cannot run: under `torch.compile`).
+    and the mix (`None`s where the CSR path cannot run: under `torch.compile`; or not wanted,
+    `with_plans` False: a batch used once, where their sort costs more than it saves).
     """
 
     def build() -> tuple[Tensor, Tensor, tuple]:
@@ -285,7 +290,7 @@ def _indices(tokens: Tensor, first: int, V: int, H: int) -> tuple[Tensor, Tensor
         q_idx = idx[:, first:] - first * V  # [batch, S] query rows
         heads = torch.arange(H, device=dev)
         rows = ((q_idx.unsqueeze(2) * PV + idx.unsqueeze(1)) * H).unsqueeze(-1) + heads
-        if torch.compiler.is_compiling():
+        if torch.compiler.is_compiling() or not with_plans:
             return idx, rows, (None, None, None)
         keys = (idx.unsqueeze(-1) * H + heads).view(len(idx), 1, -1).expand(-1, n_pos - first, -1)
         plans = (
@@ -295,12 +300,12 @@ def _indices(tokens: Tensor, first: int, V: int, H: int) -> tuple[Tensor, Tensor
         )
         return idx, rows, plans
 
-    if torch.compiler.is_compiling():
+    if torch.compiler.is_compiling() or not with_plans:
         return build()
     return csr.cached_plan(tokens, f"layer0 {first} {V} {H}", build)
 
 
-def prefix_len(cfg: TransformerConfig, batch: int, n_pos: int) -> int:
+def prefix_len(cfg: TransformerConfig, batch: int, n_pos: int, per_prefix: int = 2) -> int:
     """How many leading positions a 2-layer causal model computes as tables over every token prefix.
 
     Public because what the training step must compute depends on it (`benchmarks/train_step.py`
@@ -310,25 +315,29 @@ def prefix_len(cfg: TransformerConfig, batch: int, n_pos: int) -> int:
     for the `V**n` prefixes of length n it can be computed once per call instead of once per
     example: it pays while `V**n` is well below the batch (the MPSP presets at batch 16,384:
     positions 0 and 1, i.e. 4,225 prefixes instead of 2 x 16,384 rows of layer 0 and its MLP).
-    The last position always stays per example.
+    The last position always stays per example. `per_prefix`: the examples a prefix table row
+    must stand for (2: full-batch training's tuning; a one-off minibatch asks for more, as its
+    tables are a second layer-0 pass that its few rows do not repay).
     """
     if cfg.attention_dir != "causal" or cfg.n_layers != 2:
         return 0
     n = 0
-    while n + 1 < n_pos and 2 * cfg.d_vocab ** (n + 1) <= batch:
+    while n + 1 < n_pos and per_prefix * cfg.d_vocab ** (n + 1) <= batch:
         n += 1
     return n
 
 
-def _prefix_keys(model: nn.Module, tokens: Tensor, cdt: torch.dtype, n: int) -> Tensor:
+def _prefix_keys(
+    model: nn.Module, tokens: Tensor, cdt: torch.dtype, n: int, with_plans: bool = True
+) -> Tensor:
     """`ln1` of the last block on layer 0's output at positions `0..n-1`, `[batch, n, d_model]`,
     computed on the table of all `V**n` prefixes and gathered (see `prefix_len`).
     """
     V, D = model.cfg.d_vocab, model.cfg.d_model
-    prefixes, row = _prefixes(tokens, V, n)
+    prefixes, row = _prefixes(tokens, V, n, with_plans)
     resid = _mlp(model.blocks[0], _layer0(model, prefixes, cdt, 0).reshape(-1, D), cdt)
     table = _ln(model.blocks[-1].ln1, resid).view(V**n, n * D)
-    return _gather(table, row.index, table.dtype, row).view(len(tokens), n, D)
+    return _gather(table, row.index, table.dtype, row if with_plans else None).view(len(tokens), n, D)
 
 
 @functools.lru_cache(maxsize=8)
@@ -340,7 +349,7 @@ def _all_prefixes(V: int, n: int, device: torch.device) -> Tensor:
     return torch.arange(V**n, device=device).unsqueeze(1) // weights % V
 
 
-def _prefixes(tokens: Tensor, V: int, n: int) -> tuple[Tensor, csr.IndexPlan]:
+def _prefixes(tokens: Tensor, V: int, n: int, with_plans: bool = True) -> tuple[Tensor, csr.IndexPlan]:
     """All prefixes `[V**n, n]` and the plan of each example's prefix row `[batch]`."""
     weights = V ** torch.arange(n - 1, -1, -1, device=tokens.device)  # prefix -> its table row
 
@@ -349,6 +358,8 @@ def _prefixes(tokens: Tensor, V: int, n: int) -> tuple[Tensor, csr.IndexPlan]:
 
     if torch.compiler.is_compiling() or torch.is_inference_mode_enabled():
         return torch.arange(V**n, device=tokens.device).unsqueeze(1) // weights % V, build()
+    if not with_plans:  # nothing cached for a batch used once
+        return _all_prefixes(V, n, tokens.device), build()
     return _all_prefixes(V, n, tokens.device), csr.cached_plan(tokens, f"prefix {V} {n}", build)
 
 
@@ -402,19 +413,25 @@ def _last_attention(block: nn.Module, x: Tensor, resid_last: Tensor, cdt: torch.
     return resid_last + torch.addmm(const.to(cdt), mixed.view(batch, H * D).to(cdt), ov.to(cdt))
 
 
-def fast_readout(model: nn.Module, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch d_vocab_out"]:
+def fast_readout(
+    model: nn.Module, tokens: Int[Tensor, "batch pos"], *, minibatch: bool = False
+) -> Float[Tensor, "batch d_vocab_out"]:
     """Return `model(tokens)[:, -1]` of a `Transformer`, without hooks, fast.
 
     Differentiable with respect to every parameter; equal to the hooked forward pass to 1e-5 in
     fp32. Honours an enclosing `torch.autocast` (bfloat16 for the large matmuls); the logits are
-    in the parameters' dtype either way. Hooks are not run: use it for training, and the hooked
-    forward for analyses.
+    in the parameters' dtype either way. Hooks are not run: use it for training (and for a loss
+    that needs no hooks, as the LLC's sampler), and the hooked forward for analyses.
 
     Args:
         model: A `models.transformer.Transformer`.
         tokens: Token ids `[batch, pos]`, `pos <= n_ctx`.
+        minibatch: `tokens` are a random minibatch, used once (the LLC sampler's): no CSR plans
+            (`models.csr`: their sort pays only when a batch recurs, as in full-batch training)
+            and prefix tables only from 8 examples a prefix (`prefix_len`). The same logits.
     """
-    return _call(_fast_readout, model, tokens)
+    forward = functools.partial(_fast_readout, minibatch=True) if minibatch else _fast_readout
+    return _call(forward, model, tokens)
 
 
 def _call(
@@ -432,14 +449,15 @@ def _call(
         return forward(model, tokens, cdt)
 
 
-def _fast_readout(model: nn.Module, tokens: Tensor, cdt: torch.dtype) -> Tensor:
+def _fast_readout(model: nn.Module, tokens: Tensor, cdt: torch.dtype, minibatch: bool = False) -> Tensor:
     cfg = model.cfg
     batch, n_pos = tokens.shape
+    with_plans = not minibatch
     if cfg.n_layers == 1:
-        resid = _layer0(model, tokens, cdt, n_pos - 1).view(batch, cfg.d_model)
+        resid = _layer0(model, tokens, cdt, n_pos - 1, with_plans).view(batch, cfg.d_model)
     else:
-        n_pre = prefix_len(cfg, batch, n_pos)
-        resid = _layer0(model, tokens, cdt, n_pre)
+        n_pre = prefix_len(cfg, batch, n_pos, 8 if minibatch else 2)
+        resid = _layer0(model, tokens, cdt, n_pre, with_plans)
         resid = _mlp(model.blocks[0], resid.reshape(-1, cfg.d_model), cdt)
         resid = resid.view(batch, n_pos - n_pre, cfg.d_model)
         for block in model.blocks[1:-1]:
@@ -447,7 +465,7 @@ def _fast_readout(model: nn.Module, tokens: Tensor, cdt: torch.dtype) -> Tensor:
         last = model.blocks[-1]
         x = _ln(last.ln1, resid)
         if n_pre:
-            x = torch.cat([_prefix_keys(model, tokens, cdt, n_pre), x], 1)
+            x = torch.cat([_prefix_keys(model, tokens, cdt, n_pre, with_plans), x], 1)
         resid = _last_attention(last, x, resid[:, -1], cdt)
     resid = _mlp(model.blocks[-1], resid, cdt).to(model.unembed.W_U.dtype)
     unembed = model.unembed

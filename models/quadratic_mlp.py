@@ -68,10 +68,14 @@ class QuadraticMLP(HookedRootModule):
         """Return the logits (the model has a single readout)."""
         return self.forward(tokens)
 
-    def fast_readout(self, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch d_vocab_out"]:
+    def fast_readout(
+        self, tokens: Int[Tensor, "batch pos"], *, minibatch: bool = False
+    ) -> Float[Tensor, "batch d_vocab_out"]:
         """Return the logits for training, without running hooks (same maths as `forward`).
 
         Honours an enclosing `torch.autocast` (bf16 products, fp32 logits); see the module docstring.
+        `minibatch` is accepted for the transformer's signature (`models.fast_forward`): this
+        forward keeps nothing per batch, so a batch used once costs what any does.
         """
         if tokens.ndim != 2 or tokens.shape[1] < 2:
             raise ValueError(f"tokens must have shape [batch, pos >= 2], got {tuple(tokens.shape)}")

@@ -83,15 +83,18 @@ class Transformer(HookedRootModule):
         """Return logits at the readout (last) position, where every task reads its label."""
         return self.forward(tokens)[:, -1]
 
-    def fast_readout(self, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch d_vocab_out"]:
+    def fast_readout(
+        self, tokens: Int[Tensor, "batch pos"], *, minibatch: bool = False
+    ) -> Float[Tensor, "batch d_vocab_out"]:
         """Return `readout(tokens)` fast, for training: **no hooks run**.
 
         Equal to the hooked forward pass to 1e-5 in fp32, differentiable, and honours
-        `torch.autocast` (bfloat16); see `models.fast_forward`.
+        `torch.autocast` (bfloat16); see `models.fast_forward` (`minibatch`: a random batch
+        used once, as the LLC sampler's).
         """
         from models.fast_forward import fast_readout
 
-        return fast_readout(self, tokens)
+        return fast_readout(self, tokens, minibatch=minibatch)
 
     def run_with_cache(self, *args, **kwargs) -> tuple[Tensor, ActivationCache]:  # type: ignore[override]
         """Run the model and return `(logits, ActivationCache)`, as TransformerLens does."""

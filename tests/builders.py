@@ -35,7 +35,7 @@ epochs of AdamW; the pilots' and the wall diagnostic's tests walk from it."""
 # Analyses whose defaults cost minutes, at a size the suite can afford (the same code paths):
 # circuit's defaults took ~4 minutes, and llc's 4 chains x 300 steps (6 grid cells for
 # llc-calibrate) 12 to 30 minutes a test on CI's loaded cores. Short chains still exercise every
-# path (vmap, R-hat over 2 chains, the grid).
+# path (the chains' loop, R-hat over 2 chains, the grid).
 ANALYSIS_SIZES: dict[str, dict[str, Any]] = {
     "circuit": {"max_examples": 12, "steps": 3},
     "llc": {"chains": 2, "draws": 6, "burn_in": 4},

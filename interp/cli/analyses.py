@@ -26,6 +26,7 @@ def analysis_command(name: str) -> click.Command:
 
     def run(ckpt: str, out: str | None, force_data: bool, allow_nonfinite: bool, **values: Any) -> None:
         from analyses import load_subject
+        from analyses.evolution import settings_folder
 
         # The run the argument check opened before torch loaded: its config is not read again.
         subject = load_subject(opened_run(ckpt), force_data=force_data, allow_nonfinite=allow_nonfinite)
@@ -33,7 +34,11 @@ def analysis_command(name: str) -> click.Command:
             params = analysis.params(**values)
         except TypeError as err:
             raise ConfigError(str(err)) from None
-        folder = Path(out) if out else subject.run.result_folder(name, subject.step)
+        folder = (
+            Path(out)
+            if out
+            else subject.run.result_folder(name, subject.step, settings=settings_folder(analysis, params))
+        )
         if out is None and not writable(folder):
             raise ConfigError(
                 f"the run folder of {subject.source} cannot be written (read-only), so the result has no "
@@ -55,7 +60,8 @@ def analysis_command(name: str) -> click.Command:
             ["--out"],
             default=None,
             type=click.Path(file_okay=False),
-            help="Result folder [default: RUN/analyses/NAME/step_N]; the only place written.",
+            help="Result folder [default: RUN/analyses/NAME/step_N, or RUN/analyses/NAME/SETTINGS/step_N for "
+            "other settings than the defaults, where evolve finds it]; the only place written.",
         ),
         click.Option(
             ["--force-data"],

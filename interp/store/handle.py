@@ -182,16 +182,22 @@ class RunHandle:
             allow_nonfinite=allow_nonfinite,
         )
 
-    def result_folder(self, analysis: str, step: int, cache: str | os.PathLike[str] | None = None) -> Path:
-        """Where the result of `analysis` at `step` lives: ``RUN/analyses/NAME/step_N``.
+    def result_folder(
+        self, analysis: str, step: int, cache: str | os.PathLike[str] | None = None, settings: str = ""
+    ) -> Path:
+        """Where the result of `analysis` at `step` lives: ``RUN/analyses/NAME/step_N``, or
+        ``RUN/analyses/NAME/SETTINGS/step_N`` for other settings than the analysis's defaults.
 
         Args:
             analysis: The analysis name.
             step: The checkpoint's step.
             cache: A folder that replaces ``RUN/analyses`` (a cache outside a read-only run).
+            settings: The folder of the settings (`analyses.evolution.settings_folder`); empty:
+                the defaults'.
         """
         root = Path(cache) if cache is not None else self.run_dir / ANALYSES_DIR
-        return root / analysis / checkpoint_name(step)
+        folder = root / analysis / settings if settings else root / analysis
+        return folder / checkpoint_name(step)
 
     def metrics(self) -> list[dict[str, Any]]:
         """Every complete record of the run's metrics.jsonl, in order."""

@@ -243,7 +243,7 @@ def test_llc_stage_boundaries_are_drawn_through_the_circuit_evolution_axes(sweep
     assert list(curve.customdata) == list(table["step"]) and list(curve.error_y.array) == [0.2] * 7
     assert any(a.text == "LLC max: new stage at epoch 6" for a in fig.layout.annotations)
     # The run's own LLC evolve table, cached by evolve: found by the study figure and the report's.
-    # (One cache slot per analysis and step: a head's curve is not the whole model's, and is skipped.)
+    # (A head's curve is cached beside the whole model's, in its own settings folder, and skipped.)
     evolve(run, "llc", progress=False, chains=2, draws=3, burn_in=0, batch_size=0, restrict="L0H0")
     assert cached_llc(run) is None
     evolve(run, "llc", progress=False, chains=2, draws=3, burn_in=0, batch_size=0)

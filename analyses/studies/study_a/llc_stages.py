@@ -35,13 +35,15 @@ MIN_EVALUATIONS = 3  # find_stages needs at least three evaluations
 def cached_llc(run_dir: str | Path, cache: str | Path | None = None) -> pd.DataFrame | None:
     """The run's LLC evolve table from its cache: one row per checkpoint (``step``, ``llc``, ``se``).
 
-    Reads the whole-model `llc` results cached under `cache` (default ``RUN/analyses``); where
-    several settings were cached, those of the most checkpoints (a curve mixes no settings).
+    Reads the whole-model `llc` results cached under `cache` (default ``RUN/analyses``), at the
+    default settings (``llc/step_N``) and any other (``llc/SETTINGS/step_N``,
+    `analyses.evolution.settings_folder`); where several settings were cached, those of the most
+    checkpoints (a curve mixes no settings).
     None when fewer than three checkpoints have one.
     """
     root = (Path(cache) if cache is not None else Path(run_dir) / ANALYSES_FOLDER) / LLC_ANALYSIS
     rows = []
-    for path in sorted(root.glob(f"step_*/{RESULT_FILE}")):
+    for path in sorted(root.glob(f"**/step_*/{RESULT_FILE}")):
         try:
             fields = json.loads(path.read_text())["fields"]
         except (OSError, ValueError, KeyError):

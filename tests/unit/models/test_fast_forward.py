@@ -147,10 +147,13 @@ def test_compiled_fast_readout_matches_hooked_forward():
 
 # A 2-layer causal model computes the leading positions as tables over every token prefix
 # while 2 * V**n <= batch (`prefix_len`): with V = 5 a batch of 8 has no prefix table, 16 one
-# position, 64 two positions. Each must equal the hooked forward, logits and gradients.
-@pytest.mark.parametrize("batch", [8, 16, 64])
+# position, 64 two positions. A one-off minibatch (`minibatch=True`, no CSR plans) asks for
+# 8 * V**n: none at 8 and 16, one position at 64, two at 256. Each must equal the hooked
+# forward, logits and gradients.
+@pytest.mark.parametrize("batch", [8, 16, 64, 256])
 @pytest.mark.parametrize("pos_type", ["standard", "none"])
-def test_prefix_tables_match_hooked_forward_and_gradients(batch, pos_type):
+@pytest.mark.parametrize("minibatch", [False, True], ids=["recurring", "minibatch"])
+def test_prefix_tables_match_hooked_forward_and_gradients(batch, pos_type, minibatch):
     cfg = TransformerConfig(
         n_layers=2,
         n_heads=2,
@@ -167,9 +170,10 @@ def test_prefix_tables_match_hooked_forward_and_gradients(batch, pos_type):
     model = Transformer(cfg, seed=5)
     tokens = torch.randint(0, 5, (batch, N_CTX), generator=torch.Generator().manual_seed(batch))
     labels = torch.randint(0, D_OUT, (batch,), generator=torch.Generator().manual_seed(1))
-    torch.testing.assert_close(fast_readout(model, tokens), model(tokens)[:, -1], atol=1e-5, rtol=0)
+    fast = fast_readout(model, tokens, minibatch=minibatch)
+    torch.testing.assert_close(fast, model(tokens)[:, -1], atol=1e-5, rtol=0)
     g_hooked = _grads(model, model(tokens)[:, -1], labels)
-    g_fast = _grads(model, fast_readout(model, tokens), labels)
+    g_fast = _grads(model, fast_readout(model, tokens, minibatch=minibatch), labels)
     for name in g_hooked:
         torch.testing.assert_close(g_fast[name], g_hooked[name], atol=1e-5, rtol=1e-4, msg=name)
 

@@ -52,8 +52,14 @@ def test_a_plain_mlp_with_minibatches_and_its_weights_left_as_they_were():
 def test_vmap_over_chains_and_a_loop_agree():
     mlp, data = _mlp_and_data()
     vmapped = llc(mlp, data, _ce, batch_size=16, **FAST)
+    # The loop puts each chain's weights into the model for its pass: they are put back after,
+    # and so is a frozen weight's requires_grad.
+    mlp[2].bias.requires_grad_(False)
+    before = {k: v.clone() for k, v in mlp.state_dict().items()}
     looped = llc(mlp, data, _ce, batch_size=16, vectorize=False, **FAST)
     torch.testing.assert_close(vmapped.losses, looped.losses, rtol=1e-4, atol=1e-5)
+    assert all(torch.equal(before[k], v) for k, v in mlp.state_dict().items())
+    assert [p.requires_grad for p in mlp.parameters()] == [True, True, True, False]
 
 
 def test_a_transformer_lens_hooked_transformer_per_head():
@@ -71,6 +77,8 @@ def test_a_transformer_lens_hooked_transformer_per_head():
     head = llc(model, (tokens, labels), loss_fn, restrict="L0H1", **FAST)
     assert head.sampled == 3 * 16 * 4 + 4 * 16 + 3 * 4  # W_Q, W_K, W_V, W_O slices and b_Q, b_K, b_V
     assert torch.isfinite(head.losses).all()
+    looped = llc(model, (tokens, labels), loss_fn, restrict="L0H1", vectorize=False, **FAST)
+    torch.testing.assert_close(looped.losses, head.losses, rtol=1e-4, atol=1e-5)
     with pytest.raises(ConfigError, match="head 2 is out of range"):
         llc(model, (tokens, labels), loss_fn, restrict="L0H2", **FAST)
 

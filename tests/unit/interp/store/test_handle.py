@@ -106,6 +106,9 @@ def test_result_folder_with_and_without_a_cache(tmp_path):
     assert run.result_folder("patch", 10) == tmp_path / "run" / "analyses" / "patch" / "step_000010"
     cache = tmp_path / "elsewhere" / "cache"
     assert run.result_folder("patch", 10, cache) == cache / "patch" / "step_000010"
+    assert run.result_folder("llc", 10, settings="restrict=L0H0") == (
+        tmp_path / "run" / "analyses" / "llc" / "restrict=L0H0" / "step_000010"
+    )
 
 
 def test_writable_is_false_on_a_read_only_run(tmp_path):
