@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from interp.metrics import find_rise
+from analyses.studies.study_a.evolution import phase2
 from interp.stages import find_stages
 from interp.store.run_folder import read_metrics
 
@@ -36,8 +36,10 @@ RULES = {"llc": {"smooth": 1.0, "plateau_tol": 0.05, "min_size": 2}, "changepoin
 
 
 def onset_step(series: str | Path) -> int | None:
-    """The series' phase-2 onset (the reading's `find_rise` rule) at its nearest checkpoint."""
-    rise = find_rise(read_metrics(series), ("val/acc", "adv/acc"), 1.0, tol=0.05)
+    """The series' phase-2 onset: study A's `phase2`, which is the reading's rule
+    (`find_rise(metrics, ("val/acc", "adv/acc"), 1.0, tol=0.05)`).
+    """
+    rise = phase2(read_metrics(series))
     return None if rise is None else rise.onset
 
 
