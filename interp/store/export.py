@@ -14,6 +14,7 @@ step (no optimizer or RNG state, so they cannot be resumed from, only analysed).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -21,11 +22,11 @@ from pathlib import Path
 
 from interp.errors import CheckpointError
 from interp.store.layout import CHECKPOINTS_DIR, CONFIG_FILE, LATEST_FILE, checkpoint_dir, list_checkpoints
-from interp.store.run_folder import COMPUTE_FILE, DONE_FILE, METRICS_FILE, SESSIONS_FILE
+from interp.store.run_folder import COMPUTE_FILE, DONE_FILE, METRICS_FILE, SESSIONS_FILE, run_machines
 
 RUN_RECORDS = (CONFIG_FILE, METRICS_FILE, DONE_FILE, COMPUTE_FILE)
 """What a run's compact record holds: its configs, every evaluation, its summary and its CPU time
-(no weights, no session log): what a repository keeps of a run, a few kB."""
+with the machines it ran on (no weights, no session log): what a repository keeps of a run, a few kB."""
 
 
 def export_run(run: str | os.PathLike[str], dest: str | os.PathLike[str], weights: bool = False) -> Path:
@@ -67,6 +68,10 @@ def export_run(run: str | os.PathLike[str], dest: str | os.PathLike[str], weight
             shutil.copyfile(run / name, dest / name)
         elif (dest / name).exists():
             (dest / name).unlink()  # a stale record of an earlier export
+    if (dest / COMPUTE_FILE).is_file() and (machines := run_machines(run)):
+        # CPU seconds mean little without the CPU, and the session log that names it stays behind
+        compute = json.loads((dest / COMPUTE_FILE).read_text())
+        (dest / COMPUTE_FILE).write_text(json.dumps({**compute, "machines": machines}, indent=1) + "\n")
     return dest
 
 

@@ -330,6 +330,17 @@ def read_compute(run_dir: str | os.PathLike[str]) -> float | None:
     return float(json.loads(path.read_text())["cpu_seconds"]) if path.is_file() else None
 
 
+def run_machines(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The distinct machines that trained the run, in order: from its session log, or in a
+    compact record (which leaves the log out) from the ``machines`` its `compute.json` names;
+    none if neither says.
+    """
+    named = [s["machine"] for s in read_sessions(run_dir) if s.get("machine")]
+    if not named and (path := Path(run_dir) / COMPUTE_FILE).is_file():
+        named = json.loads(path.read_text()).get("machines", [])
+    return [m for i, m in enumerate(named) if m not in named[:i]]
+
+
 def is_done(run_dir: str | os.PathLike[str]) -> bool:
     """Whether the run finished (DONE is written atomically, so its presence is enough)."""
     return (Path(run_dir) / DONE_FILE).is_file()

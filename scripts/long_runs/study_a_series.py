@@ -8,7 +8,8 @@ Usage::
     python scripts/long_runs/study_a_series.py export RECORD OUT DEST
 
 ``choose`` prints the run each series' rule picks from the committed records (RESULTS defaults
-to results/study-a; `analyses.studies.study_a.series_choice`). ``train`` retrains the committed
+to results/study-a; `analyses.studies.study_a.series_choice`), among the runs this machine
+trained: only those can be retrained bit for bit here. ``train`` retrains the committed
 run RECORD (its config.json: same seeds, data and optimiser) into OUT with a checkpoint every
 ``--every`` epochs (resumable: run it again). ``check`` compares OUT's metrics with RECORD's at
 every evaluation: equal, or the largest difference and both runs' milestones. ``export`` copies
@@ -78,8 +79,11 @@ def train(record: Path, out: Path, every: int) -> int:
 
 def check(record: Path, out: Path) -> bool:
     """Print whether `out`'s metrics equal `record`'s at every evaluation; True if they do."""
-    from interp.store.run_folder import read_metrics
+    from interp.store.provenance import machine
+    from interp.store.run_folder import read_metrics, run_machines
 
+    if (theirs := run_machines(record)) and theirs != [machine()]:
+        print(f"the record was trained on {theirs}, this run on {[machine()]}: they need not agree")
     ours = {r["step"]: r for r in read_metrics(out)}
     theirs = {r["step"]: r for r in read_metrics(record)}
     if sorted(ours) != sorted(theirs):
@@ -125,8 +129,11 @@ def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
     if args.command == "choose":
         from analyses.studies.study_a.series_choice import dissection_runs
+        from interp.store.provenance import machine
 
-        for choice in dissection_runs(args.results):
+        here = machine()
+        print(f"among the runs trained on this machine, {here['cpu']} ({here['cpu_capability']}):")
+        for choice in dissection_runs(args.results, here):
             print(f"{choice.name}: {choice.run.spec.out if choice.run else '-'} ({choice.why})")
         return 0
     if args.command == "train":

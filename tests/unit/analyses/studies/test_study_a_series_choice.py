@@ -11,8 +11,8 @@ from analyses.studies.study_a.series_choice import MAX_CHECKPOINTS, OUTSIDE, cho
 from interp.sweep.specs import RunSpec
 
 
-def run(r: float, seed: int, *, rule=None, memorised=None, adv=0.1, status=FINISHED, preset="mpsp-2l2h"):
-    spec = RunSpec(Path(f"/nowhere/{r}/{seed}"), {}, {"name": "mpsp"}, {}, {})
+def run(r: float, seed: int, *, rule=None, memorised=None, adv=0.1, status=FINISHED, preset="mpsp-2l2h", out=None):
+    spec = RunSpec(out or Path(f"/nowhere/{r}/{seed}"), {}, {"name": "mpsp"}, {}, {})
     spec.tags.update({"preset": preset, "r": r, "seed": seed})
     milestones = {"rule": {"step": rule, "kept": False}, "memorized": {"step": memorised}}
     return RunState("g", spec, status, 4000, {"val/acc": 1.0, "adv/acc": 0.0}, {"adv/acc": adv}, milestones)
@@ -70,6 +70,30 @@ def test_a_series_keeps_phase_2_densely_and_at_most_40_checkpoints():
     short = series_steps(steps, 1000, 1100)  # a short phase 2: every checkpoint in it
     assert set(range(900, 1201, 25)) <= set(short) and len(short) <= MAX_CHECKPOINTS
     assert len(series_steps(steps, None, None)) == MAX_CHECKPOINTS
+
+
+def test_with_a_machine_only_the_runs_it_trained_are_candidates(tmp_path):
+    import json
+
+    here, there = {"cpu": "Xeon", "cpu_capability": "AVX512"}, {"cpu": "EPYC", "cpu_capability": "AVX2"}
+
+    def on(machines, seed, rule=None):
+        out = tmp_path / f"seed_{seed}"
+        out.mkdir()
+        (out / "compute.json").write_text(json.dumps({"cpu_seconds": 1.0, "machines": machines}))
+        return run(0.9, seed, rule=rule, out=out)
+
+    cell = [
+        on([there], 0, rule=300),
+        on([there, here], 1, rule=400),  # resumed here: neither machine trained all of it
+        on([], 2, rule=500),  # a record that names no machine
+        on([here], 3),
+        on([here], 4, rule=900),
+    ]
+    assert chosen(cell)["wd-headline r=0.9"][0] == 0  # the rule as preregistered
+    picked = {c.name: c.run for c in choose_series(cell, [], machine=here)}["wd-headline r=0.9"]
+    assert picked.spec.tags["seed"] == 4
+    assert {c.name: c.run for c in choose_series(cell, [], machine=there)}["wd-headline r=0.9"].spec.tags["seed"] == 0
 
 
 SCRIPT = Path(__file__).resolve().parents[4] / "scripts" / "long_runs" / "study_a_series.py"
