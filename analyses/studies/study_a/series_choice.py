@@ -40,6 +40,13 @@ from analyses.studies.study_a.stats import outcome
 from interp.store.export import log_spaced
 from interp.store.run_folder import run_machines
 
+FOLDERS = {
+    "wd-headline r=0.9": "wd-headline-mpsp-2l2h-r0.9",
+    "wd-headline r=0.5": "wd-headline-mpsp-2l2h-r0.5",
+    "replication r=0.9 memorised": "replication-mpsp-2l2h-r0.9-memorised",
+}
+"""Each series' folder under ``results/study-a/series/``."""
+
 MAX_CHECKPOINTS = 40
 """The most checkpoints a committed series keeps (the preregistration's cap)."""
 
@@ -138,3 +145,29 @@ def series_steps(steps: list[int], onset: int | None, end: int | None, margin: i
         inside = sorted({inside[round(i * (len(inside) - 1) / (room - 1))] for i in range(room)})
     outside = [s for s in steps if s < low or s > high]
     return sorted(set(inside) | set(log_spaced(outside, OUTSIDE) if len(outside) >= 2 else outside))
+
+
+def committed_series(results: str | Path) -> list[dict[str, Any]]:
+    """One row per preregistered series: its folder under ``results/series`` and, once committed,
+    the record it equals, its checkpoints, phase-2 onset and rule epoch (None until then).
+    """
+    from analyses.studies.study_a.evolution import phase2
+    from interp.store import list_checkpoints
+    from interp.store.run_folder import read_done, read_metrics
+
+    rows = []
+    for name, folder in FOLDERS.items():
+        path = Path(results) / "series" / folder
+        row: dict[str, Any] = {"series": name, "folder": f"series/{folder}", "committed": path.is_dir()}
+        if path.is_dir():
+            (machine,) = run_machines(path)
+            run = {c.name: c.run for c in dissection_runs(results, machine)}[name]
+            rise = phase2(read_metrics(path))
+            row |= {
+                "record": run and Path(run.spec.out).resolve().relative_to(Path(results).resolve()).as_posix(),
+                "checkpoints": len(list_checkpoints(path)),
+                "phase-2 onset": rise and rise.onset,
+                "rule": read_done(path)["milestones"].get("rule", {}).get("step"),
+            }
+        rows.append(row)
+    return rows
