@@ -14,6 +14,7 @@ estimate and its standard error), committed under ``results/llc/reading-b/SERIES
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ import pandas as pd
 
 from analyses.studies.study_a.evolution import phase2
 from interp.stages import find_stages
-from interp.store.run_folder import read_metrics
+from interp.store.run_folder import read_done, read_metrics
 
 ROOT = Path(__file__).resolve().parents[3]
 RECORDS = ROOT / "results" / "llc" / "reading-b"
@@ -89,4 +90,44 @@ def reading_b(records: str | Path = RECORDS, series_root: str | Path = SERIES) -
             table = pd.read_csv(path)
             for row in curve_reading(table, onset):
                 rows.append({"series": folder.name, "curve": path.stem, "onset": onset} | row)
+    return pd.DataFrame(rows)
+
+
+def last_estimate(table: pd.DataFrame) -> tuple[int, float, float]:
+    """The curve's last checkpoint: its epoch, estimate and standard error over the chains."""
+    row = table.loc[table["step"].idxmax()]
+    return int(row["step"]), float(row["estimate"]), float(row["se"])
+
+
+def rule_contrast(records: str | Path = RECORDS, series_root: str | Path = SERIES) -> pd.DataFrame:
+    """The second question: does the LLC differ between runs that find the rule and runs that do not?
+
+    The preregistered rule (the last checkpoint's whole-model LLC differs by more than ``2 SE``
+    between the two groups of the same architecture) applied to every pair of series of one
+    architecture, one that reached the rule and one that did not, with
+    ``SE = sqrt(se_a^2 + se_b^2)`` as in reading (a).
+
+    Returns:
+        One row a pair: ``architecture`` (``"2L2H"``), ``found`` and ``not found`` (the series),
+        each one's last ``epoch``, ``llc`` and ``se``, ``difference`` (found minus not found),
+        ``2 SE`` and ``differs``. Empty while no architecture has a series of each kind.
+    """
+    found: dict[str, list[dict[str, Any]]] = {}
+    for folder in sorted(p for p in Path(records).iterdir() if (p / "whole.csv").is_file()):
+        series = Path(series_root) / folder.name
+        model = json.loads((series / "config.json").read_text())["model"]
+        epoch, llc, se = last_estimate(pd.read_csv(folder / "whole.csv"))
+        reached = read_done(series)["milestones"].get("rule", {}).get("step") is not None
+        entry = {"series": folder.name, "epoch": epoch, "llc": llc, "se": se, "reached": reached}
+        found.setdefault(f"{model['n_layers']}L{model['n_heads']}H", []).append(entry)
+    rows = []
+    for architecture, entries in found.items():
+        for a in (e for e in entries if e["reached"]):
+            for b in (e for e in entries if not e["reached"]):
+                two_se = 2 * (a["se"] ** 2 + b["se"] ** 2) ** 0.5
+                rows.append(
+                    {"architecture": architecture, "found": a["series"], "not found": b["series"]}
+                    | {f"{k} ({side})": e[k] for side, e in (("found", a), ("not", b)) for k in ("epoch", "llc", "se")}
+                    | {"difference": a["llc"] - b["llc"], "2 SE": two_se, "differs": abs(a["llc"] - b["llc"]) > two_se}
+                )
     return pd.DataFrame(rows)

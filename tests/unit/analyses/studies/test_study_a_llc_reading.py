@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analyses.studies.study_a.llc_reading import NEAR, curve_reading, reading_b
+from analyses.studies.study_a.llc_reading import NEAR, curve_reading, reading_b, rule_contrast
 
 ROOT = Path(__file__).resolve().parents[4]
 STEPS = [0, 1, 2, 5, 10, 20, 50, 100, 150, 200, 300, 500, 800, 1000, 1500]
@@ -45,3 +45,44 @@ def test_the_committed_records_read_with_every_curve_and_rule():
     }
     assert two.iloc[0][["curve", "rule"]].tolist() == ["whole", "llc"]  # the primary reading first
     assert np.all(two["onset"] == two["onset"].iloc[0])
+
+
+def _series(root: Path, name: str, layers: int, rule: int | None, last: tuple[float, float]) -> None:
+    """A series (config, DONE) and its whole-model curve ending at `last` = (estimate, se)."""
+    import json
+
+    series = root / "series" / name
+    series.mkdir(parents=True)
+    (series / "config.json").write_text(json.dumps({"model": {"n_layers": layers, "n_heads": layers}}))
+    (series / "DONE").write_text(json.dumps({"format_version": 1, "milestones": {"rule": {"step": rule}}}))
+    (root / "records" / name).mkdir(parents=True)
+    curve = pd.DataFrame(
+        [{"chain": c, "step": s, "estimate": e, "se": se} for s, (e, se) in ((0, (1.0, 9.0)), (3000, last)) for c in (0, 1)]
+    )
+    curve.to_csv(root / "records" / name / "whole.csv", index=False)
+
+
+def test_the_second_question_pairs_runs_with_and_without_the_rule_within_an_architecture(tmp_path):
+    _series(tmp_path, "two-found", 2, rule=1500, last=(100.0, 3.0))
+    _series(tmp_path, "two-near", 2, rule=None, last=(95.0, 4.0))  # 5 apart, 2 SE = 10
+    _series(tmp_path, "two-far", 2, rule=None, last=(60.0, 4.0))  # 40 apart
+    _series(tmp_path, "one-found", 1, rule=900, last=(10.0, 1.0))  # no one-layer run without it
+    frame = rule_contrast(tmp_path / "records", tmp_path / "series").set_index("not found")
+    assert set(frame["architecture"]) == {"2L2H"} and set(frame["found"]) == {"two-found"}
+    assert frame.loc["two-near", "2 SE"] == 10.0 and frame.loc["two-near", "difference"] == 5.0
+    assert not frame.loc["two-near", "differs"] and frame.loc["two-far", "differs"]
+    assert frame.loc["two-far", "epoch (found)"] == 3000 and frame.loc["two-far", "llc (not)"] == 60.0
+
+
+def test_the_committed_records_second_question_pairs_only_a_run_of_each_kind():
+    from interp.store.run_folder import read_done
+
+    records, series = ROOT / "results" / "llc" / "reading-b", ROOT / "results" / "study-a" / "series"
+    reached = {
+        p.name: read_done(series / p.name)["milestones"]["rule"]["step"] is not None
+        for p in records.iterdir()
+        if (p / "whole.csv").is_file()
+    }
+    frame = rule_contrast(records, series)
+    assert frame.empty == all(reached.values())  # it waits while every committed series found the rule
+    assert all(reached[a] and not reached[b] for a, b in zip(frame.get("found", []), frame.get("not found", [])))
