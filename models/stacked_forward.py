@@ -5,10 +5,10 @@ sampler's), the logits at the readout position of that chain's own examples:
 ``out[c] = model_with(params[c])(tokens[c])[:, -1]``. Every weight is a stacked tensor
 ``[C, *shape]`` (a name missing from `params` is the model's own, shared by every chain), and
 every product is a batched one over the chains, so a step of `C` chains pays the forward's
-fixed cost (layer 0's tables and some 60 small operations, forward and backward) once instead
-of `C` times (`benchmarks/llc.py` measures what that buys). Differentiable with respect to every
-stacked weight with plain autograd; the chains never mix, so the gradient of the sum of the
-chains' losses is each chain's own gradient.
+fixed cost (layer 0's tables and the small operations around them, forward and backward)
+once instead of `C` times (`benchmarks/llc.py` measures what that buys). Differentiable with
+respect to every stacked weight with plain autograd; the chains never mix, so the gradient of
+the sum of the chains' losses is each chain's own gradient.
 
 It uses the algebra of the training forward (`models.fast_forward`): layer 0 on tables over
 (position, token) gathered per example, the last layer at the readout position only without
