@@ -47,9 +47,9 @@ class Params:
     )
     stack: bool = param(
         False,
-        "Step the chains in groups of ~512 examples a pass of the model's stacked forward (weights [chains, ...]; our "
-        "1- and 2-layer transformers, others loop): each chain keeps its own minibatches and noise, the same estimate "
-        "to float rounding, faster at small batches (benchmarks/README.md). Off: the loop or vmap above.",
+        "Step the chains in groups of ~1,024 examples a pass of the model's stacked forward (weights "
+        "[chains, ...]; our 1- and 2-layer transformers, others loop): each chain keeps its own minibatches and "
+        "noise, only the gradients' rounding differs; faster on CPU (benchmarks/README.md). Off: the loop or vmap.",
     )
     calibration: str = param(
         "", "An `llc-calibrate` result folder: its recommended step size and n_beta replace the two above."

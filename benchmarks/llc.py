@@ -10,7 +10,7 @@ In one process, on the same threads:
    steps after 1 warm-up) on the fast training forward (`fast_readout`, what `llc` samples on
    for our models), all chains in one `torch.func.vmap` call against a loop over the chains
    (one plain autograd pass each) and against the stacked forward (`stack`: chains in groups
-   of ~512 examples a pass, weights ``[chains, ...]``), and the loop on the hooked forward (`readout`, what it
+   of ~1,024 examples a pass, weights ``[chains, ...]``), and the loop on the hooked forward (`readout`, what it
    sampled on before, and what a TransformerLens model still samples on), with the cost per
    example-gradient against a training epoch's;
 2. **the target**: one checkpoint's estimate at `llc`'s **default settings** but for the batch
