@@ -169,7 +169,7 @@ def test_stacked_chains_give_the_loops_estimate(layers, batch_size, restrict):
         model, data, loss_of("cross_entropy"), stacked=stacked_loss_of(model, "cross_entropy"), **settings
     )
     assert stacked.settings["chains_run"] == "stacked" and looped.settings["chains_run"] == "loop"
-    # batch 40: 12 chains a pass (all 3); the whole split (128): 4 (all 3)
+    # batch 40: 25 chains a pass (all 3); the whole split (128): 8 (all 3)
     assert stacked.settings["chains_per_pass"] == 3
     torch.testing.assert_close(stacked.losses, looped.losses, rtol=1e-4, atol=1e-6)
     assert stacked.per_chain == pytest.approx(looped.per_chain, rel=1e-3, abs=1e-3)
