@@ -64,10 +64,18 @@ def stacked_readout(
     cfg, D = model.cfg, model.cfg.d_model
     last = cfg.n_layers - 1
     if cfg.n_layers == 1:
-        resid = _layer0(W, cfg, tokens, n_pos - 1).view(chains, batch, D)
+        resid = _layer0(W, cfg, tokens, n_pos - 1)[0].view(chains, batch, D)
     else:
-        resid = _layer0(W, cfg, tokens, 0).view(chains, batch * n_pos, D)
-        resid = _mlp(W, 0, resid).view(chains, batch, n_pos, D)
+        # Under causal attention position 0 sees its own token only: layer 0 and its MLP run
+        # there once per token (a [chains, vocab] table), not once per example.
+        first = int(cfg.attention_dir == "causal" and n_pos > 1)
+        resid, start = _layer0(W, cfg, tokens, first, start=bool(first))
+        resid = _mlp(W, 0, resid.view(chains, -1, D)).view(chains, batch, n_pos - first, D)
+        if start is not None:
+            V = cfg.d_vocab
+            rows = tokens[:, :, 0] + torch.arange(chains, device=tokens.device).unsqueeze(1) * V
+            start = _mlp(W, 0, start).view(chains * V, D).index_select(0, rows.view(-1))
+            resid = torch.cat([start.view(chains, batch, 1, D), resid], 2)
         resid = _last_attention(W, cfg, last, resid)
     resid = _mlp(W, last, resid)
     return _normed_linear(W, "ln_final", resid, W["unembed.W_U"], W["unembed.b_U"])
@@ -126,8 +134,11 @@ def _mlp(W: _Weights, layer: int, resid: Tensor) -> Tensor:
     return torch.baddbmm(resid + W[p + "mlp.b_out"].unsqueeze(1), post, W[p + "mlp.W_out"])
 
 
-def _layer0(W: _Weights, cfg, tokens: Tensor, first: int) -> Tensor:
-    """Layer 0's resid_mid ``[C, batch, pos - first, D]`` at query positions ``first..pos-1``.
+def _layer0(
+    W: _Weights, cfg, tokens: Tensor, first: int, start: bool = False
+) -> tuple[Tensor, Tensor | None]:
+    """Layer 0's resid_mid ``[C, batch, pos - first, D]`` at query positions ``first..pos-1``, and
+    with `start` (causal attention only) its value at position 0 for every token, ``[C, vocab, D]``.
 
     As `models.fast_forward`: queries, keys, values, scores and ``v W_O`` are tables over the
     ``pos * vocab`` (position, token) rows, one per chain, gathered per example.
@@ -161,14 +172,19 @@ def _layer0(W: _Weights, cfg, tokens: Tensor, first: int) -> Tensor:
     # Keys first: softmax over the outer dimension runs along rows of C * B * S * H values, where
     # over 6-value rows it cost ~10x as much.
     pattern = F.softmax(logits, dim=0).permute(1, 2, 3, 0).reshape(C * B, S, H * n_pos)
-    ov = torch.matmul(v.reshape(C, PV, H, E).transpose(1, 2), W[a + "W_O"]).view(C * H * PV, D)
-    ov = ov.index_select(0, ((heads.view(C, 1, H, 1) * PV) + idx.view(C, B, 1, n_pos)).view(-1))
+    ov_table = torch.matmul(v.reshape(C, PV, H, E).transpose(1, 2), W[a + "W_O"])  # [C, H, PV, D]
+    resid_table = X + W[a + "b_O"].unsqueeze(1)  # [C, PV, D]
+    # Position 0 attends to itself alone (pattern 1 on its own row, every head).
+    table0 = resid_table[:, :V] + ov_table[:, :, :V].sum(1) if start else None
+    ov = ov_table.view(C * H * PV, D).index_select(
+        0, ((heads.view(C, 1, H, 1) * PV) + idx.view(C, B, 1, n_pos)).view(-1)
+    )
     ov = ov.view(C * B, H * n_pos, D)  # each example's key rows, (head, key) order as `pattern`
     chain_rows = idx[:, :, first:] + torch.arange(C, device=dev).view(C, 1, 1) * PV
-    resid = (X + W[a + "b_O"].unsqueeze(1)).view(C * PV, D).index_select(0, chain_rows.reshape(-1))
+    resid = resid_table.view(C * PV, D).index_select(0, chain_rows.reshape(-1))
     if S == 1:  # one query row: a weighted sum, no 1-row matmuls
-        return (resid + (pattern.view(C * B, H * n_pos, 1) * ov).sum(1)).view(C, B, 1, D)
-    return torch.baddbmm(resid.view(C * B, S, D), pattern, ov).view(C, B, S, D)
+        return (resid + (pattern.view(C * B, H * n_pos, 1) * ov).sum(1)).view(C, B, 1, D), table0
+    return torch.baddbmm(resid.view(C * B, S, D), pattern, ov).view(C, B, S, D), table0
 
 
 @functools.lru_cache(maxsize=16)
