@@ -33,7 +33,7 @@ from interp.config import to_dict
 from interp.dissect.hooks import readout_of
 from interp.dissect.learning_coefficient import FLAG_TEXT, Health, LLCEstimate, chain_frame, llc, llc_figure
 from interp.errors import CheckpointError
-from interp.metrics import mean_loss
+from interp.metrics import mean_loss, per_example_loss
 
 
 @dataclass(frozen=True)
@@ -117,6 +117,28 @@ def loss_of(loss: str, *, fast: bool = True, minibatch: bool = False):  # noqa: 
     return loss_fn
 
 
+def stacked_loss_of(model: nn.Module, loss: str):  # noqa: ANN201 - a closure
+    """The training loss of several chains in one pass (`llc`'s ``stacked``), or None where
+    `model` has no stacked forward (`models.stacked_forward.supports`: our transformers of 1 or
+    2 layers; others step their chains in a loop).
+    """
+    from models.stacked_forward import stacked_readout, supports
+
+    if not supports(model):
+        return None
+
+    def stacked(model: nn.Module, params: dict[str, Tensor], batch: tuple[Tensor, ...]) -> Tensor:
+        logits = stacked_readout(model, params, batch[0])  # [chains, batch, d_vocab_out]
+        chains, size = batch[1].shape
+        return (
+            per_example_loss(logits.reshape(chains * size, -1), batch[1].reshape(-1), loss)
+            .view(chains, size)
+            .mean(1)
+        )
+
+    return stacked
+
+
 def calibrated(params: Params) -> tuple[float, float, dict[str, Any] | None]:
     """The step size and n_beta to use (0: n / log n), and the calibration that chose them."""
     if not params.calibration:
@@ -158,6 +180,7 @@ def estimate(subject: Subject, params: Params, step_size: float, n_beta: float) 
             sampler=params.sampler,
             restrict=params.restrict or None,
             vectorize=params.vectorize,
+            stacked=stacked_loss_of(subject.model, subject.loss) if params.stack else None,
         )
 
 

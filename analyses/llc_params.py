@@ -45,6 +45,12 @@ class Params:
         "Step all chains in one torch.func.vmap call; off: a loop over the chains, each one autograd pass on the "
         "model's fast training forward (faster on one or two threads: benchmarks/README.md).",
     )
+    stack: bool = param(
+        False,
+        "Step the chains in groups of ~1,024 examples a pass of the model's stacked forward (weights "
+        "[chains, ...]; our 1- and 2-layer transformers, others loop): each chain keeps its own minibatches and "
+        "noise, only the gradients' rounding differs; faster on CPU (benchmarks/README.md). Off: the loop or vmap.",
+    )
     calibration: str = param(
         "", "An `llc-calibrate` result folder: its recommended step size and n_beta replace the two above."
     )
@@ -60,6 +66,9 @@ class Params:
         check_int("llc", "seed", self.seed, 0)
         check_choice("llc", "sampler", self.sampler, SAMPLERS)
         check_bool("llc", "vectorize", self.vectorize)
+        check_bool("llc", "stack", self.stack)
+        if self.vectorize and self.stack:
+            raise ConfigError("llc.vectorize and llc.stack are both set", "set one of them")
         parse_restrict(self.restrict)
 
 

@@ -9,16 +9,18 @@ In one process, on the same threads:
 1. **the sampler step**: seconds per sampler step of 4 chains x `--batch` examples (median of 5
    steps after 1 warm-up) on the fast training forward (`fast_readout`, what `llc` samples on
    for our models), all chains in one `torch.func.vmap` call against a loop over the chains
-   (one plain autograd pass each), and the loop on the hooked forward (`readout`, what it
+   (one plain autograd pass each) and against the stacked forward (`stack`: chains in groups
+   of ~1,024 examples a pass, weights ``[chains, ...]``), and the loop on the hooked forward (`readout`, what it
    sampled on before, and what a TransformerLens model still samples on), with the cost per
    example-gradient against a training epoch's;
 2. **the target**: one checkpoint's estimate at `llc`'s **default settings** but for the batch
    (`--batch`, 256 by default: the readings' setting, docs/llc_readings.md reading (b); or the
    calibration's step size and n_beta if given; 4 chains, 200 draws, 100 burn-in), chains
-   looped or vmapped as 1. measured faster, against 30 full-batch training epochs of the same
-   model (the training loop's forward, `fast_readout`, cross-entropy, AdamW, on the run's
-   16,384 examples), and their ratio (target: <= 1);
-3. **precision against time**: the same estimate at each batch size of `--batches` (none by
+   looped or vmapped as 1. measured faster, and the same estimate with the chains stacked
+   (`stack`), each against 30 full-batch training epochs of the same model (the training
+   loop's forward, `fast_readout`, cross-entropy, AdamW, on the run's 16,384 examples), and
+   their ratio (target: <= 1);
+3. **precision against time**: the stacked estimate at each batch size of `--batches` (none by
    default: each costs as much as 2.): its standard error over chains and its seconds
    (minibatch noise at ``n_beta = n / log n`` grows as the batch shrinks);
 4. **an evolve over `--evolve` checkpoints** (100; 0: skip): `evolve(run, "llc")` at the default
@@ -55,22 +57,27 @@ def cpu_line() -> str:
 
 
 def step_times(subject, batch: int, chains: int = 4, repeats: int = 5) -> dict[str, float]:
-    """Median seconds per sampler step: fast forward vmapped and looped, hooked forward looped."""
-    from analyses.llc import loss_of
+    """Median seconds per sampler step: fast forward vmapped and looped, the stacked forward
+    (chains in groups of `STACK_EXAMPLES` examples a pass), hooked forward looped.
+    """
+    from analyses.llc import loss_of, stacked_loss_of
     from interp.dissect.learning_coefficient import llc
 
     split = subject.split("train")
     out = {}
-    for label, fast, vectorize in (
-        ("vmap", True, True),
-        ("loop", True, False),
-        ("hooked loop", False, False),
+    for label, fast, vectorize, stack in (
+        ("vmap", True, True, False),
+        ("loop", True, False, False),
+        ("stacked", True, False, True),
+        ("hooked loop", False, False, False),
     ):
+        stacked = stacked_loss_of(subject.model, subject.loss) if stack else None
         times = []
         for seed in range(repeats + 1):
             est = llc(
                 subject.model, (split.tokens, split.labels), loss_of(subject.loss, fast=fast), step_size=1e-7,
                 chains=chains, draws=1, burn_in=0, batch_size=batch, seed=seed, vectorize=vectorize,
+                stacked=stacked,
             )  # fmt: skip
             times.append(est.seconds)
         out[label] = statistics.median(times[1:])
@@ -118,12 +125,13 @@ def estimate_row(llc, subject, epochs: dict[str, float], label: str, **fields) -
     result = llc.compute(subject, params)
     took = clock.read()
     ratio = {k: took[k] / epochs[k] for k in took}
+    mode = "stacked" if params.stack else "vmap" if params.vectorize else "loop"
     print(f"estimate, {label} (batch {params.batch_size}, {params.chains} chains x {params.burn_in} burn-in + "
-          f"{params.draws} draws, {'vmap' if params.vectorize else 'loop'}): {result.estimate:.4g} ± "
+          f"{params.draws} draws, {mode}): {result.estimate:.4g} ± "
           f"{result.se:.2g} (se), flags {result.flags or 'none'}, {took['wall']:.1f} s wall = {ratio['wall']:.2f} x "
           f"the epochs, {took['cpu']:.1f} CPU s = {ratio['cpu']:.2f} x (step size {result.step_size:g}, "
           f"n_beta {result.n_beta:.4g})")  # fmt: skip
-    return {"label": label, "batch": params.batch_size, "seconds": took, "estimate": result.estimate,
+    return {"label": label, "mode": mode, "batch": params.batch_size, "seconds": took, "estimate": result.estimate,
             "se": result.se, "flags": result.flags, "step_size": result.step_size, "n_beta": result.n_beta,
             "ratio_to_epochs": ratio}  # fmt: skip
 
@@ -187,7 +195,8 @@ def main() -> None:
         + ", ".join(
             f"{k} {v:.3f} s ({per_example[k]:.2f}x an epoch's cost per example)" for k, v in steps.items()
         )
-        + f"; loop/vmap {steps['loop'] / steps['vmap']:.2f}, hooked/fast {steps['hooked loop'] / steps['loop']:.2f}"
+        + f"; loop/vmap {steps['loop'] / steps['vmap']:.2f}, stacked/loop {steps['stacked'] / steps['loop']:.2f}, "
+        f"hooked/fast {steps['hooked loop'] / steps['loop']:.2f}"
     )
     each = epochs["wall"] / args.epochs
     print(f"{args.epochs} full-batch training epochs: {epochs['wall']:.1f} s wall ({each:.3f} s each), "
@@ -195,8 +204,12 @@ def main() -> None:
     shared = dict(calibration=args.calibration, draws=args.draws, burn_in=args.burn_in, step_size=args.step_size,
                   vectorize=steps["vmap"] <= steps["loop"])  # fmt: skip
     rows = [estimate_row(llc, subject, epochs, "target settings", batch_size=args.batch, **shared)]
+    stacked = dict(shared, vectorize=False, stack=True)
+    rows.append(
+        estimate_row(llc, subject, epochs, "target settings, stacked", batch_size=args.batch, **stacked)
+    )
     for batch in [int(b) for b in args.batches.split(",") if b]:
-        rows.append(estimate_row(llc, subject, epochs, f"batch {batch}", batch_size=batch, **shared))
+        rows.append(estimate_row(llc, subject, epochs, f"batch {batch}", batch_size=batch, **stacked))
     evolved = evolve_seconds(args.evolve) if args.evolve else None
     print(f"load after {os.getloadavg()[0]:.2f}")
     print(json.dumps({"cpu": cpu_line(), "steps": steps, "per_example": per_example, "epochs_seconds": epochs,

@@ -84,9 +84,14 @@ def check_params_args(name: str, args: Sequence[str]) -> None:
     params = getattr(importlib.import_module(module), attribute)
     values: dict[str, Any] = {}
     for field in dataclasses.fields(params):
-        given = option_values(args, flag_of(field.name))[-1:]
+        flag = flag_of(field.name)
+        given = option_values(args, flag)[-1:]
         kind = type(field.default)
-        if given and kind in (int, float, str):
+        if kind is bool:  # a switch, --x / --no-x: the last one given
+            switches = [a for a in args if a in (flag, f"--no-{flag[2:]}")][-1:]
+            if switches:
+                values[field.name] = switches[0] == flag
+        elif given and kind in (int, float, str):
             try:
                 values[field.name] = kind(given[0])
             except ValueError:

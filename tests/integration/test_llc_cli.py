@@ -19,6 +19,7 @@ SERIES = str(ROOT / "results" / "study-a" / "series" / "mpsp-2l2h-r0.9")
         (["llc", "--ckpt", SERIES, "--step-size", "0"], "step_size = 0.0"),
         (["llc", "--ckpt", SERIES, "--step-size", "-1e-4"], "step_size = -0.0001"),
         (["llc", "--ckpt", SERIES, "--chains", "0"], "chains = 0"),
+        (["llc", "--ckpt", SERIES, "--vectorize", "--stack"], "llc.vectorize and llc.stack are both set"),
         (["llc", "--ckpt", SERIES, "--restrict", "L0H1x"], "'L0H1x' names no part"),
         (["llc", "--ckpt", SERIES, "--restrict", "blocks.0.atn"], "did you mean 'attn'"),
         (["llc-calibrate", "--ckpt", SERIES, "--step-sizes", "1e-4,0"], "step_sizes = 0.0"),

@@ -148,3 +148,47 @@ def test_a_result_cached_before_settings_had_folders_is_still_read(series, tmp_p
     assert computed == [] and len(old.results) == 3
     evolve(series, llc_analysis, progress=False, cache=cache, **SHORT)  # other params: not that result
     assert computed == ["whole"] * 3
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+@pytest.mark.parametrize(
+    ("batch_size", "restrict"), [(40, None), (None, "L0H0")], ids=["minibatch", "full-head"]
+)
+def test_stacked_chains_give_the_loops_estimate(layers, batch_size, restrict):
+    """All chains in one pass of the stacked forward (`stack`): each chain on its own minibatches
+    and noise, drawn as in the loop, so the traces agree to float tolerance chain by chain.
+    """
+    from analyses.llc import stacked_loss_of
+
+    model = tiny_transformer(TASK, n_layers=layers)
+    train = TASK.splits(0)["train"]
+    data = (train.tokens, train.labels)
+    settings = dict(SETTINGS, chains=3, batch_size=batch_size, restrict=restrict)
+    looped = llc(model, data, loss_of("cross_entropy"), vectorize=False, **settings)
+    stacked = llc(
+        model, data, loss_of("cross_entropy"), stacked=stacked_loss_of(model, "cross_entropy"), **settings
+    )
+    assert stacked.settings["chains_run"] == "stacked" and looped.settings["chains_run"] == "loop"
+    # batch 40: 25 chains a pass (all 3); the whole split (128): 8 (all 3)
+    assert stacked.settings["chains_per_pass"] == 3
+    torch.testing.assert_close(stacked.losses, looped.losses, rtol=1e-4, atol=1e-6)
+    assert stacked.per_chain == pytest.approx(looped.per_chain, rel=1e-3, abs=1e-3)
+    assert len(set(stacked.per_chain)) == 3  # three chains, not one repeated
+
+
+def test_stacked_chains_go_in_groups_and_a_model_without_a_stacked_forward_loops(monkeypatch):
+    from analyses.llc import stacked_loss_of
+    from interp.dissect import learning_coefficient
+
+    monkeypatch.setattr(learning_coefficient, "STACK_EXAMPLES", 80)
+    model = tiny_transformer(TASK, n_layers=2)
+    train = TASK.splits(0)["train"]
+    data = (train.tokens, train.labels)
+    settings = dict(SETTINGS, chains=3, draws=4, burn_in=2, batch_size=40)
+    looped = llc(model, data, loss_of("cross_entropy"), vectorize=False, **settings)
+    grouped = llc(
+        model, data, loss_of("cross_entropy"), stacked=stacked_loss_of(model, "cross_entropy"), **settings
+    )
+    assert grouped.settings["chains_per_pass"] == 2  # two chains, then one
+    torch.testing.assert_close(grouped.losses, looped.losses, rtol=1e-4, atol=1e-6)
+    assert stacked_loss_of(torch.nn.Linear(2, 2), "cross_entropy") is None
