@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from analyses.studies.study_a.evolution import phase2
 from interp.stages import find_stages
 from interp.store.run_folder import read_done, read_metrics
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 ROOT = Path(__file__).resolve().parents[3]
 RECORDS = ROOT / "results" / "llc" / "reading-b"
@@ -131,3 +134,37 @@ def rule_contrast(records: str | Path = RECORDS, series_root: str | Path = SERIE
                     | {"difference": a["llc"] - b["llc"], "2 SE": two_se, "differs": abs(a["llc"] - b["llc"]) > two_se}
                 )
     return pd.DataFrame(rows)
+
+
+def reading_b_figure(records: str | Path = RECORDS, series_root: str | Path = SERIES) -> go.Figure:
+    """The primary reading, drawn: each series' whole-model LLC over epochs (a log axis; the
+    chains' standard error as bars), its phase-2 onset (red, dashed) and the ``llc`` rule's
+    boundaries (grey, dotted), one panel a series.
+    """
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    folders = sorted(p for p in Path(records).iterdir() if (p / "whole.csv").is_file())
+    fig = make_subplots(rows=len(folders), cols=1, subplot_titles=[f.name for f in folders], vertical_spacing=0.08)
+    for row, folder in enumerate(folders, start=1):
+        table = pd.read_csv(folder / "whole.csv")
+        per_step = table.groupby("step")[["estimate", "se"]].first().reset_index()
+        per_step = per_step[per_step["step"] > 0]  # a log axis has no epoch 0
+        fig.add_trace(
+            go.Scatter(
+                x=per_step["step"], y=per_step["estimate"], error_y={"array": per_step["se"]},
+                mode="lines+markers", name=folder.name, showlegend=False,
+                hovertemplate="epoch %{x}<br>LLC %{y:.4g}<extra></extra>",
+            ),
+            row=row, col=1,
+        )  # fmt: skip
+        onset = onset_step(Path(series_root) / folder.name)
+        (llc_rule,) = [r for r in curve_reading(table, onset) if r["rule"] == "llc"]
+        for step in llc_rule["boundaries"]:
+            fig.add_vline(x=step, line={"color": "grey", "dash": "dot"}, row=row, col=1)
+        if onset is not None:
+            fig.add_vline(x=onset, line={"color": "red", "dash": "dash"}, row=row, col=1)
+        fig.update_xaxes(type="log", row=row, col=1)
+        fig.update_yaxes(title_text="LLC (whole model)", row=row, col=1)
+    fig.update_xaxes(title_text="epoch (red dashed: phase-2 onset; grey dotted: the llc rule's boundaries)", row=len(folders))
+    return fig.update_layout(height=280 * len(folders) + 80, margin={"t": 40})

@@ -9,7 +9,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analyses.studies.study_a.llc_reading import NEAR, curve_reading, reading_b, rule_contrast
+from analyses.studies.study_a.llc_reading import (
+    NEAR,
+    curve_reading,
+    onset_step,
+    reading_b,
+    reading_b_figure,
+    rule_contrast,
+)
 
 ROOT = Path(__file__).resolve().parents[4]
 STEPS = [0, 1, 2, 5, 10, 20, 50, 100, 150, 200, 300, 500, 800, 1000, 1500]
@@ -86,3 +93,16 @@ def test_the_committed_records_second_question_pairs_only_a_run_of_each_kind():
     frame = rule_contrast(records, series)
     assert frame.empty == all(reached.values())  # it waits while every committed series found the rule
     assert all(reached[a] and not reached[b] for a, b in zip(frame.get("found", []), frame.get("not found", [])))
+
+
+def test_the_figure_draws_each_series_whole_curve_with_its_onset_and_boundaries():
+    records, series = ROOT / "results" / "llc" / "reading-b", ROOT / "results" / "study-a" / "series"
+    fig = reading_b_figure(records, series)
+    frame = reading_b(records, series)
+    drawn = frame[(frame["curve"] == "whole") & (frame["rule"] == "llc")]
+    assert [t.name for t in fig.data] == sorted(drawn["series"])
+    lines = [(shape.x0, shape.line.color) for shape in fig.layout.shapes]
+    for name, boundaries in zip(drawn["series"], drawn["boundaries"]):
+        assert (onset_step(series / name), "red") in lines
+        assert all((b, "grey") in lines for b in boundaries)
+    assert all(0 not in trace.x for trace in fig.data)  # a log axis: epoch 0 left out
