@@ -43,6 +43,19 @@ ANALYSIS_SIZES: dict[str, dict[str, Any]] = {
 }
 
 
+def perturbed(model: Any, seed: int = 4) -> Any:
+    """`model` with every weight moved by N(0, 0.1^2) noise, in place: non-trivial biases and
+    LayerNorm weights, so a test of a forward's algebra exercises every term. Returns `model`.
+    """
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * 0.1)
+    return model
+
+
 def sized_params(name: str) -> Any:
     """Analysis `name`'s parameters at the suite's size (`ANALYSIS_SIZES`; defaults otherwise)."""
     from analyses import get_analysis

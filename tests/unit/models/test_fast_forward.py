@@ -14,6 +14,7 @@ from torch.func import functional_call, grad, vmap
 from models.config import TransformerConfig
 from models.fast_forward import compiled_fast_readout, fast_readout
 from models.transformer import Transformer
+from tests.builders import perturbed
 
 D_VOCAB, N_CTX, D_OUT = 11, 6, 3
 
@@ -50,12 +51,7 @@ def _model(n_layers, n_heads, norm, attn_dir, act, pos, result, d_model=24) -> T
         positional_embedding_type=pos,
         use_attn_result=result,
     )
-    model = Transformer(cfg, seed=3)
-    gen = torch.Generator().manual_seed(4)
-    with torch.no_grad():  # non-trivial biases and LayerNorm weights, so every term is tested
-        for p in model.parameters():
-            p.add_(torch.randn(p.shape, generator=gen) * 0.1)
-    return model
+    return perturbed(Transformer(cfg, seed=3))
 
 
 def _tokens(batch: int, n_pos: int = N_CTX, seed: int = 0) -> torch.Tensor:

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from models.config import TransformerConfig
 from models.stacked_forward import stacked_readout, supports
 from models.transformer import Transformer
+from tests.builders import perturbed
 
 D_VOCAB, N_CTX, D_OUT, CHAINS, BATCH = 11, 6, 3, 3, 7
 
@@ -39,12 +40,7 @@ def _model(n_layers, n_heads, norm, attn_dir, act, pos) -> Transformer:
         d_vocab_out=D_OUT, normalization_type=norm, attention_dir=attn_dir, act_fn=act,
         positional_embedding_type=pos,
     )  # fmt: skip
-    model = Transformer(cfg, seed=3)
-    gen = torch.Generator().manual_seed(4)
-    with torch.no_grad():  # non-trivial biases and LayerNorm weights, so every term is tested
-        for p in model.parameters():
-            p.add_(torch.randn(p.shape, generator=gen) * 0.1)
-    return model
+    return perturbed(Transformer(cfg, seed=3))
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: "-".join(map(str, c)))
