@@ -156,12 +156,16 @@ def committed_series(results: str | Path) -> list[dict[str, Any]]:
     from interp.store.run_folder import read_done, read_metrics
 
     rows = []
+    chosen: dict[str, dict[str, RunState | None]] = {}  # per machine: the records are read once
     for name, folder in FOLDERS.items():
         path = Path(results) / "series" / folder
         row: dict[str, Any] = {"series": name, "folder": f"series/{folder}", "committed": path.is_dir()}
         if path.is_dir():
             (machine,) = run_machines(path)
-            run = {c.name: c.run for c in dissection_runs(results, machine)}[name]
+            key = repr(sorted(machine.items()))
+            if key not in chosen:
+                chosen[key] = {c.name: c.run for c in dissection_runs(results, machine)}
+            run = chosen[key][name]
             rise = phase2(read_metrics(path))
             row |= {
                 "record": run and Path(run.spec.out).resolve().relative_to(Path(results).resolve()).as_posix(),
