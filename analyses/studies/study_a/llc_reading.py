@@ -130,8 +130,16 @@ def rule_contrast(records: str | Path = RECORDS, series_root: str | Path = SERIE
                 two_se = 2 * (a["se"] ** 2 + b["se"] ** 2) ** 0.5
                 rows.append(
                     {"architecture": architecture, "found": a["series"], "not found": b["series"]}
-                    | {f"{k} ({side})": e[k] for side, e in (("found", a), ("not", b)) for k in ("epoch", "llc", "se")}
-                    | {"difference": a["llc"] - b["llc"], "2 SE": two_se, "differs": abs(a["llc"] - b["llc"]) > two_se}
+                    | {
+                        f"{k} ({side})": e[k]
+                        for side, e in (("found", a), ("not", b))
+                        for k in ("epoch", "llc", "se")
+                    }
+                    | {
+                        "difference": a["llc"] - b["llc"],
+                        "2 SE": two_se,
+                        "differs": abs(a["llc"] - b["llc"]) > two_se,
+                    }
                 )
     return pd.DataFrame(rows)
 
@@ -145,7 +153,9 @@ def reading_b_figure(records: str | Path = RECORDS, series_root: str | Path = SE
     from plotly.subplots import make_subplots
 
     folders = sorted(p for p in Path(records).iterdir() if (p / "whole.csv").is_file())
-    fig = make_subplots(rows=len(folders), cols=1, subplot_titles=[f.name for f in folders], vertical_spacing=0.08)
+    fig = make_subplots(
+        rows=len(folders), cols=1, subplot_titles=[f.name for f in folders], vertical_spacing=0.08
+    )
     for row, folder in enumerate(folders, start=1):
         table = pd.read_csv(folder / "whole.csv")
         per_step = table.groupby("step")[["estimate", "se"]].first().reset_index()
@@ -166,5 +176,8 @@ def reading_b_figure(records: str | Path = RECORDS, series_root: str | Path = SE
             fig.add_vline(x=onset, line={"color": "red", "dash": "dash"}, row=row, col=1)
         fig.update_xaxes(type="log", row=row, col=1)
         fig.update_yaxes(title_text="LLC (whole model)", row=row, col=1)
-    fig.update_xaxes(title_text="epoch (red dashed: phase-2 onset; grey dotted: the llc rule's boundaries)", row=len(folders))
+    fig.update_xaxes(
+        title_text="epoch (red dashed: phase-2 onset; grey dotted: the llc rule's boundaries)",
+        row=len(folders),
+    )
     return fig.update_layout(height=280 * len(folders) + 80, margin={"t": 40})

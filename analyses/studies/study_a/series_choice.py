@@ -168,7 +168,8 @@ def committed_series(results: str | Path) -> list[dict[str, Any]]:
             run = chosen[key][name]
             rise = phase2(read_metrics(path))
             row |= {
-                "record": run and Path(run.spec.out).resolve().relative_to(Path(results).resolve()).as_posix(),
+                "record": run
+                and Path(run.spec.out).resolve().relative_to(Path(results).resolve()).as_posix(),
                 "checkpoints": len(list_checkpoints(path)),
                 "phase-2 onset": rise and rise.onset,
                 "rule": read_done(path)["milestones"].get("rule", {}).get("step"),

@@ -64,7 +64,11 @@ def _series(root: Path, name: str, layers: int, rule: int | None, last: tuple[fl
     (series / "DONE").write_text(json.dumps({"format_version": 1, "milestones": {"rule": {"step": rule}}}))
     (root / "records" / name).mkdir(parents=True)
     curve = pd.DataFrame(
-        [{"chain": c, "step": s, "estimate": e, "se": se} for s, (e, se) in ((0, (1.0, 9.0)), (3000, last)) for c in (0, 1)]
+        [
+            {"chain": c, "step": s, "estimate": e, "se": se}
+            for s, (e, se) in ((0, (1.0, 9.0)), (3000, last))
+            for c in (0, 1)
+        ]
     )
     curve.to_csv(root / "records" / name / "whole.csv", index=False)
 
@@ -92,7 +96,9 @@ def test_the_committed_records_second_question_pairs_only_a_run_of_each_kind():
     }
     frame = rule_contrast(records, series)
     assert frame.empty == all(reached.values())  # it waits while every committed series found the rule
-    assert all(reached[a] and not reached[b] for a, b in zip(frame.get("found", []), frame.get("not found", [])))
+    assert all(
+        reached[a] and not reached[b] for a, b in zip(frame.get("found", []), frame.get("not found", []))
+    )
 
 
 def test_the_figure_draws_each_series_whole_curve_with_its_onset_and_boundaries():

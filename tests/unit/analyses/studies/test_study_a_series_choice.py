@@ -11,7 +11,9 @@ from analyses.studies.study_a.series_choice import MAX_CHECKPOINTS, OUTSIDE, cho
 from interp.sweep.specs import RunSpec
 
 
-def run(r: float, seed: int, *, rule=None, memorised=None, adv=0.1, status=FINISHED, preset="mpsp-2l2h", out=None):
+def run(
+    r: float, seed: int, *, rule=None, memorised=None, adv=0.1, status=FINISHED, preset="mpsp-2l2h", out=None
+):
     spec = RunSpec(out or Path(f"/nowhere/{r}/{seed}"), {}, {"name": "mpsp"}, {}, {})
     spec.tags.update({"preset": preset, "r": r, "seed": seed})
     milestones = {"rule": {"step": rule, "kept": False}, "memorized": {"step": memorised}}
@@ -93,7 +95,9 @@ def test_with_a_machine_only_the_runs_it_trained_are_candidates(tmp_path):
     assert chosen(cell)["wd-headline r=0.9"][0] == 0  # the rule as preregistered
     picked = {c.name: c.run for c in choose_series(cell, [], machine=here)}["wd-headline r=0.9"]
     assert picked.spec.tags["seed"] == 4
-    assert {c.name: c.run for c in choose_series(cell, [], machine=there)}["wd-headline r=0.9"].spec.tags["seed"] == 0
+    assert {c.name: c.run for c in choose_series(cell, [], machine=there)}["wd-headline r=0.9"].spec.tags[
+        "seed"
+    ] == 0
 
 
 SCRIPT = Path(__file__).resolve().parents[4] / "scripts" / "long_runs" / "study_a_series.py"

@@ -107,15 +107,25 @@ def test_a_runs_compact_record_is_one_set_of_files_and_a_resumable_copy_adds_its
 
 
 def test_a_record_names_the_machines_its_session_log_names_once_each_in_order(tmp_path):
-    run, here, there = tmp_path / "run", {"cpu": "A", "cpu_capability": "AVX2"}, {"cpu": "B", "cpu_capability": "AVX512"}
+    run, here, there = (
+        tmp_path / "run",
+        {"cpu": "A", "cpu_capability": "AVX2"},
+        {"cpu": "B", "cpu_capability": "AVX512"},
+    )
     run.mkdir()
     (run / "compute.json").write_text('{"cpu_seconds": 3.0, "how": "measured"}')
-    sessions = [{"start_step": 0, "machine": here}, {"start_step": 9, "machine": there}, {"start_step": 20, "machine": here}]
+    sessions = [
+        {"start_step": 0, "machine": here},
+        {"start_step": 9, "machine": there},
+        {"start_step": 20, "machine": here},
+    ]
     (run / "sessions.jsonl").write_text("".join(json.dumps(s) + "\n" for s in sessions))
     record = export_run(run, tmp_path / "record")
     assert not (record / "sessions.jsonl").exists()
     assert json.loads((record / "compute.json").read_text()) == {
-        "cpu_seconds": 3.0, "how": "measured", "machines": [here, there]
+        "cpu_seconds": 3.0,
+        "how": "measured",
+        "machines": [here, there],
     }
     assert run_machines(run) == run_machines(record) == [here, there]
     assert run_machines(tmp_path) == []  # neither a session log nor a record: nothing said
