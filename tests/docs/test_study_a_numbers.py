@@ -6,6 +6,7 @@ asserts its own). A page whose number differs from its record fails here. The lo
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -14,6 +15,8 @@ import pytest
 from scipy.stats import binom, binomtest, fisher_exact
 
 from analyses.report.records import load_results
+from analyses.studies.study_a.decision import decision
+from analyses.studies.study_a.onset_signature import signature_table
 from analyses.studies.study_a.stats import contrast_tests, crossed_shares, newcombe
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,15 +110,11 @@ def test_the_answer_states_the_headlines_two_tests():
     assert "significant in neither model" in _prose() and two.p_value >= 0.05 and one.p_value >= 0.05
 
 
-def test_the_answer_and_the_results_state_weight_decay_04s_pairs():
+def test_the_results_state_weight_decay_04s_pairs():
     wd, headline = _cell("wd", "mpsp-2l2h", 0.9), _cell("headline", "mpsp-2l2h", 0.9)[:5]
     k4, k1, n = _reached(wd), _reached(headline), len(wd)
     assert n == 5 and all(_done(r)["milestones"]["rule"]["kept"] for r in wd)  # "kept it to the end"
     prose = _prose()
-    assert (
-        f"At weight decay 0.4 two layers found the rule in {k4} of {n} runs at r = 0.9, against {k1} of 5"
-        in prose
-    )
     low, high = newcombe(k4, n, k1, n)
     assert (
         f"{k4} of {n} against {k1} of {n}, a difference of {(k4 - k1) / n:+.2f} "
@@ -233,3 +232,80 @@ def test_what_agrees_and_what_does_not():
     assert f"helped two layers ({two.difference:+.2f}) and hurt one layer ({one.difference:+.2f})" in prose
     assert f"found the rule in {100 * two.high[0] // two.high[1]}% of runs against the study's 77%" in prose
     assert f"{100 * one.high[0] // one.high[1]}% at r = 0.9 in the headline where the study has 0%" in prose
+
+
+def _stage_1() -> list:
+    return [dataclasses.replace(run, sweep="wd-headline") for run in load_results(RESULTS / "wd-headline")[1]]
+
+
+def test_the_answer_states_the_decisions_stage_1():
+    assert decision(RESULTS).outcome == "imbalance helps at weight decay 0.4"
+    high, low = _cell("wd-headline", "mpsp-2l2h", 0.9), _cell("wd-headline", "mpsp-2l2h", 0.5)
+    kept = sum(_done(r)["milestones"]["rule"]["kept"] for r in high)
+    epochs = {_done(r)["epochs"] for r in high + low}
+    assert len(epochs) == 1 and _reached(low) == 0  # "weight decay alone does not"
+    prose = _prose()
+    assert "Imbalance helps two layers, and weight decay alone does not" in prose
+    assert (
+        f"Two layers found the rule in {_reached(high)} of {len(high)} runs at r = 0.9 and kept it to "
+        f"epoch {epochs.pop():,} in {kept} of {len(high)}; at r = 0.5 all {len(low)} memorised" in prose
+    )
+    assert all(_done(r)["milestones"]["memorized"]["step"] is not None for r in low)
+    assert all(0.4 < _done(r)["final"][k] < 0.6 for r in low for k in ("val/acc", "adv/acc"))  # "at chance"
+    one = _tests("wd-headline")["mpsp-1l1h"]
+    assert (
+        f"at 0.4 it found the rule in {one.high[0]} of {one.high[1]} runs at r = 0.9 and {one.low[0]} of "
+        f"{one.low[1]} at r = 0.5 (p = {one.p_value:.3g})" in prose
+    )
+    # "What agrees": the same kept count, and one layer's at r = 0.9.
+    assert f"two-layer runs at r = 0.9 kept it to epoch 4,000 in {kept} of {len(high)}" in prose
+    found = [
+        r
+        for r in _cell("wd-headline", "mpsp-1l1h", 0.9)
+        if _done(r)["milestones"]["rule"]["step"] is not None
+    ]
+    one_kept = sum(_done(r)["milestones"]["rule"]["kept"] for r in found)
+    assert f"it kept the rule in {one_kept} of the {len(found)} runs that found it" in prose
+
+
+def test_stage_1s_times_to_the_rule_and_its_99_percent_variants():
+    high = _cell("wd-headline", "mpsp-2l2h", 0.9)
+    steps = _steps(high, "rule")
+    assert max(steps) <= 3000  # "all of them by epoch 3,000"
+    assert (
+        f"found the rule between epochs {min(steps):,} and {max(steps):,}, all of them by epoch 3,000"
+        in _prose()
+    )
+    strict, loose = _tests("wd-headline"), _tests("wd-headline", "rule-99")
+    two = strict["mpsp-2l2h"], loose["mpsp-2l2h"]
+    assert two[0].high == two[1].high and two[0].low == two[1].low
+    assert "the 99% variants agree with the 100% rule in both two-layer cells" in _prose()
+
+
+def test_stage_1s_gradient_signature_as_described():
+    table = signature_table(_stage_1())
+    two = table[(table.preset == "mpsp-2l2h") & (table.r == 0.9)]
+    one = table[(table.preset == "mpsp-1l1h") & table.onset.notna()]
+    assert two.onset.notna().all() and two.outcome.str.startswith("rule").all()
+    before, conflict = int(two.signature.sum()), int((two["cos during (max)"] < 0).sum())
+    assert not one.signature.any() and table["signature anywhere"].all()
+    prose = _prose()
+    assert (
+        f"the signature came before the rule in {before} of the {len(two)} two-layer runs at r = 0.9 that "
+        f"found it and in none of the {len(one)} one-layer runs with a second phase" in prose
+    )
+    assert f"happened somewhere in every one of its {len(table)} runs" in prose
+    assert (
+        f"stayed in conflict (highest cosine below 0) in {conflict} of those {len(two)} two-layer runs"
+        in prose
+    )
+
+
+def test_the_docs_home_page_states_stage_1s_counts():
+    two = _tests("wd-headline")["mpsp-2l2h"]
+    home = re.sub(r"\s+", " ", (ROOT / "docs" / "index.md").read_text())
+    assert two.p_value < 0.05  # "significantly"
+    assert (
+        f"found the rule in {two.high[0]} of {two.high[1]} runs at r = 0.9 and {two.low[0]} of {two.low[1]} at "
+        f"r = 0.5" in home
+    )
