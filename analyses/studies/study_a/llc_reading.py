@@ -96,6 +96,39 @@ def reading_b(records: str | Path = RECORDS, series_root: str | Path = SERIES) -
     return pd.DataFrame(rows)
 
 
+def primary_summary(frame: pd.DataFrame) -> str:
+    """`reading_b`'s primary readings in words (Markdown): a bullet a series (whole model, the
+    ``llc`` rule), then how many of the series-curve-rule pairs that have an onset meet it.
+
+    A series without a phase-2 onset (a run that never reached the rule) has nothing to meet: it
+    is said so, and left out of the count.
+    """
+    lines = []
+    for _, row in frame[(frame["curve"] == "whole") & (frame["rule"] == "llc")].iterrows():
+        if pd.isna(row["onset"]):
+            lines.append(
+                f"* **Primary reading, {row['series']}**: no phase-2 onset (the run never reached the "
+                "rule), so no boundary can meet one; its curve enters the second question below."
+            )
+            continue
+        near = int(row["nearest"]) if pd.notna(row["nearest"]) else None
+        where = (
+            "there is no boundary"
+            if near is None
+            else f"the nearest boundary is {near} checkpoint{'' if near == 1 else 's'} from it"
+        )
+        lines.append(
+            f"* **Primary reading, {row['series']}** (whole model, `llc` rule): a boundary "
+            f"{'meets' if row['meets'] else 'does not meet'} the onset (epoch {int(row['onset']):,}, checkpoint "
+            f"{int(row['onset checkpoint']):,}); {where} ({NEAR} or fewer meet it)."
+        )
+    onset = frame[frame["onset"].notna()]
+    return "\n".join(lines) + (
+        f"\n\nOver every curve and both rules of the series with an onset, {int(onset['meets'].sum())} of "
+        f"{len(onset)} pairs meet it."
+    )
+
+
 def last_estimate(table: pd.DataFrame) -> tuple[int, float, float]:
     """The curve's last checkpoint: its epoch, estimate and standard error over the chains."""
     row = table.loc[table["step"].idxmax()]

@@ -13,6 +13,7 @@ from analyses.studies.study_a.llc_reading import (
     NEAR,
     curve_reading,
     onset_step,
+    primary_summary,
     reading_b,
     reading_b_figure,
     rule_contrast,
@@ -112,3 +113,19 @@ def test_the_figure_draws_each_series_whole_curve_with_its_onset_and_boundaries(
         assert (onset_step(series / name), "red") in lines
         assert all((b, "grey") in lines for b in boundaries)
     assert all(0 not in trace.x for trace in fig.data)  # a log axis: epoch 0 left out
+
+
+def test_the_primary_summary_says_each_series_and_counts_only_series_with_an_onset():
+    rows = []
+    for series, onset in (("found", 110), ("never", None)):
+        for row in curve_reading(_curve(peak_at=8), onset):
+            rows.append({"series": series, "curve": "whole", "onset": onset} | row)
+    frame = pd.DataFrame(rows)  # the onset column holds NaN for "never", as reading_b's does
+    text = primary_summary(frame)
+    assert (
+        "* **Primary reading, found** (whole model, `llc` rule): a boundary meets the onset (epoch 110,"
+        in text
+    )
+    assert "* **Primary reading, never**: no phase-2 onset" in text
+    met = int(frame[frame["series"] == "found"]["meets"].sum())
+    assert text.endswith(f"{met} of 2 pairs meet it.")  # the two rules of "found" only
