@@ -31,7 +31,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from scipy.stats import fisher_exact
 
-from analyses.report.records import FINISHED, RunState, config_label, configurations, wilson
+from analyses.report.records import DIVERGED, FINISHED, RunState, config_label, configurations, wilson
 
 OUTCOMES = (
     "rule kept",
@@ -105,7 +105,9 @@ class Contrast:
 
     It is a preregistered test only in a preregistered sweep (`PREREGISTERED_SWEEPS`) and on the
     study's 100% rule; the 99% variant there is its robustness reading, and the same contrast
-    elsewhere (the vocabulary map, ...) is exploratory (`reading`).
+    elsewhere (the vocabulary map, ...) is exploratory (`reading`). `high` and `low` count finished
+    runs; `unfinished` the two cells' runs still training or not started, which mark a
+    preregistered reading *incomplete* (its p is not the test's until they have finished).
     """
 
     sweep: str
@@ -119,13 +121,17 @@ class Contrast:
     difference: float
     ci_low: float
     ci_high: float
+    unfinished: int = 0
 
     @property
     def reading(self) -> str:
-        """'preregistered test', '99% variant (robustness)' or 'exploratory contrast'."""
+        """'preregistered test', '99% variant (robustness)' or 'exploratory contrast'; the first
+        two end in ', incomplete (N unfinished)' while the cells still have runs to finish.
+        """
         if self.sweep not in PREREGISTERED_SWEEPS:
             return "exploratory contrast"
-        return "preregistered test" if self.milestone == "rule" else "99% variant (robustness)"
+        reading = "preregistered test" if self.milestone == "rule" else "99% variant (robustness)"
+        return reading + (f", incomplete ({self.unfinished} unfinished)" if self.unfinished else "")
 
     def row(self) -> dict[str, Any]:
         """A flat row for tables and CSV files."""
@@ -159,11 +165,13 @@ def contrast_tests(runs: list[RunState], milestone: str = "rule") -> list[Contra
         config = dict(coords)
         r = config.pop("r", None)
         if r in (HIGH_R, LOW_R) and config.get("preset") in PREREGISTERED:
-            cells[(sweep, *config.items())][r] = [g for g in group if g.status == FINISHED]
+            cells[(sweep, *config.items())][r] = group
     tests = []
-    for (sweep, *coords), by_r in cells.items():
+    for (sweep, *coords), every in cells.items():
+        by_r = {r: [g for g in group if g.status == FINISHED] for r, group in every.items()}
         if set(by_r) != {HIGH_R, LOW_R} or not by_r[HIGH_R] or not by_r[LOW_R]:
             continue
+        unfinished = sum(g.status not in (FINISHED, DIVERGED) for group in every.values() for g in group)
         config = dict(coords)
         alternative, role = PREREGISTERED[config["preset"]]
         k1, n1 = _reached(by_r[HIGH_R], milestone), len(by_r[HIGH_R])
@@ -184,6 +192,7 @@ def contrast_tests(runs: list[RunState], milestone: str = "rule") -> list[Contra
                 k1 / n1 - k2 / n2,
                 low,
                 high,
+                unfinished,
             )
         )
     return tests

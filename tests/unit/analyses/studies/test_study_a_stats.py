@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from scipy.stats import binomtest, hypergeom
 
-from analyses.report.records import FINISHED, UNFINISHED, RunState, wilson
+from analyses.report.records import DIVERGED, FINISHED, NOT_STARTED, UNFINISHED, RunState, wilson
 from analyses.report.survival import time_to_milestone, time_to_milestone_figure, wilson_interval
 from analyses.studies.study_a.stats import (
     OUTCOMES,
@@ -122,6 +122,24 @@ def test_unfinished_runs_are_not_counted_in_a_test():
     runs += [state("mpsp-2l2h", 0.5, seed=0)]
     (test,) = contrast_tests(runs)
     assert test.high == (1, 1) and test.low == (0, 1)
+    assert (
+        test.unfinished == 1 and test.row()["reading"] == "exploratory contrast"
+    )  # not a preregistered sweep
+
+
+def test_a_preregistered_test_with_runs_still_to_finish_says_it_is_incomplete():
+    runs = [
+        state("mpsp-2l2h", 0.9, seed=0, rule=100, sweep="replication"),
+        state("mpsp-2l2h", 0.9, seed=1, status=UNFINISHED, sweep="replication"),
+        state("mpsp-2l2h", 0.5, seed=0, sweep="replication"),
+        state("mpsp-2l2h", 0.5, seed=1, status=NOT_STARTED, sweep="replication"),
+        state("mpsp-2l2h", 0.5, seed=2, status=DIVERGED, sweep="replication"),  # over: not unfinished
+    ]
+    (test,) = contrast_tests(runs)
+    assert (test.high, test.low) == ((1, 1), (0, 1))
+    assert test.row()["reading"] == "preregistered test, incomplete (2 unfinished)"
+    done = [replace(r, status=FINISHED) if r.status in (UNFINISHED, NOT_STARTED) else r for r in runs]
+    assert contrast_tests(done)[0].row()["reading"] == "preregistered test"
 
 
 def test_axis_rates_draw_one_line_per_r():
