@@ -309,3 +309,18 @@ def test_the_docs_home_page_states_stage_1s_counts():
         f"found the rule in {two.high[0]} of {two.high[1]} runs at r = 0.9 and {two.low[0]} of {two.low[1]} at "
         f"r = 0.5" in home
     )
+
+
+def test_the_third_series_is_the_near_miss_the_page_describes():
+    from analyses.studies.study_a.series_choice import committed_series
+
+    (row,) = [r for r in committed_series(RESULTS) if r["series"] == "replication r=0.9 memorised"]
+    done = _done(RESULTS / row["record"])
+    n_adv = 2048  # the adv split's size (docs/study_a.md, Setup)
+    wrong = round((1 - done["final"]["adv/acc"]) * n_adv)
+    assert done["milestones"]["rule"]["step"] is None and done["milestones"]["rule-99"]["step"] is not None
+    assert done["milestones"]["memorized"]["step"] is not None
+    assert (
+        f"went through a phase 2 (onset at epoch {row['phase-2 onset']:,}) and ended with {wrong} of the "
+        f"{n_adv:,} adversarial examples wrong" in _prose()
+    )
