@@ -1,0 +1,78 @@
+"""Numbers in docs/llc_readings.md's prose about reading (b), each read back from the committed
+records under results/llc/reading-b/ and results/study-a/series/ (the tables and the primary
+readings are printed by the page's own cells from the same records).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from analyses.studies.study_a.llc_reading import RECORDS, SERIES, curve_reading, onset_step, rule_contrast
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = (ROOT / "docs" / "llc_readings.md").read_text()
+
+
+def _prose() -> str:
+    """The page without its code cells and bold marks, its lines joined (a number may wrap)."""
+    text = re.sub(r"```.*?```", "", PAGE, flags=re.DOTALL).replace("**", "")
+    return re.sub(r"\s+", " ", text)
+
+
+def _curve(series: str) -> pd.DataFrame:
+    """The whole-model curve, one row a checkpoint."""
+    table = pd.read_csv(RECORDS / series / "whole.csv")
+    return table.groupby("step")[["estimate", "se"]].first().reset_index()
+
+
+def test_the_stage_2_series_collapse_and_what_each_rule_found():
+    name = "replication-mpsp-2l2h-r0.9-memorised"
+    curve = _curve(name)
+    drop = curve["estimate"].diff().idxmin()  # the largest fall between neighbouring checkpoints
+    before, after = curve.iloc[drop - 1], curve.iloc[drop]
+    assert (
+        f"rose through memorisation to {before['estimate']:.1f} at epoch {int(before['step']):,} and collapsed "
+        f"to {after['estimate']:.1f} at epoch {int(after['step']):,}" in _prose()
+    )
+    onset = onset_step(SERIES / name)
+    rules = {r["rule"]: r for r in curve_reading(pd.read_csv(RECORDS / name / "whole.csv"), onset)}
+    assert rules["llc"]["boundaries"] == [] and "the rule found no boundary at all" in _prose()
+    assert f"put a boundary {rules['changepoint']['nearest']} checkpoints from this onset" in _prose()
+    steps = curve["step"].tolist()
+    gap = steps.index(min(steps, key=lambda s: abs(s - onset))) - drop
+    assert f"{gap} checkpoints before it here" in _prose()
+    headline = _curve("wd-headline-mpsp-2l2h-r0.9")
+    at = headline["step"].tolist().index(onset_step(SERIES / "wd-headline-mpsp-2l2h-r0.9"))
+    # "fell steeply ... at the onset's own checkpoint": to under a tenth of the checkpoint before.
+    assert headline["estimate"][at] < 0.1 * headline["estimate"][at - 1]
+
+
+def test_the_second_questions_pairs_and_their_directions():
+    pairs = rule_contrast()
+    higher = int((pairs["difference"] > 0).sum())
+    assert pairs["differs"].all() and len(pairs) == 4
+    assert (
+        f"all {len(pairs)} two-layer pairs differ, but not in one direction: the run that found the rule "
+        f"has the higher LLC in {higher} pairs and the lower in {len(pairs) - higher}" in _prose()
+    )
+    last = {
+        s: _curve(s).iloc[-1]["estimate"]
+        for s in (p.name for p in RECORDS.iterdir() if (p / "whole.csv").exists())
+    }
+    config = json.loads((SERIES / "mpsp-2l2h-r0.9" / "config.json").read_text())["train"]
+    assert (config["weight_decay"], config["epochs"]) == (0.1, 1500) and round(last["mpsp-2l2h-r0.9"]) == 2
+    others = [v for k, v in last.items() if k.startswith(("wd-headline-mpsp-2l2h", "replication-mpsp-2l2h"))]
+    assert f"between {min(others):.0f} and {max(others):.0f})" in _prose()
+
+
+def test_the_r_05_series_swings_with_small_standard_errors():
+    late = _curve("wd-headline-mpsp-2l2h-r0.5").query("step >= 725")
+    assert (
+        f"from epoch 725 on the r = 0.5 series swings between {late['estimate'].min():.1f} and "
+        f"{late['estimate'].max():.0f} with standard errors of {late['se'].min():.1f} to {late['se'].max():.0f}"
+        in _prose()
+    )
