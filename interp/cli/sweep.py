@@ -197,7 +197,12 @@ _EXECUTORS = click.Choice(["local", "slurm", "submitit-local"])
 )
 @click.option("--executor", type=_EXECUTORS, default="local", show_default=True, help="Where runs execute.")
 @click.option("--jobs", type=int, default=None, help="Local runs in parallel [default: one per core].")
-@click.option("--threads", type=int, default=None, help="torch threads per run.")
+@click.option(
+    "--threads",
+    type=int,
+    default=None,
+    help="torch threads per run [default: $OMP_NUM_THREADS if set, else cores / jobs].",
+)
 @click.option(
     "--device",
     default="cpu",

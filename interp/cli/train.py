@@ -250,7 +250,10 @@ _TRAIN_OPTIONS = config_options(TrainConfig, exclude=("seed",), defaults=False)
 )
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda, cuda:1, ...")
 @click.option(
-    "--threads", default=None, type=int, help="CPU threads per run [default: all cores / parallel runs]."
+    "--threads",
+    default=None,
+    type=int,
+    help="CPU threads per run [default: $OMP_NUM_THREADS if set, else all cores / parallel runs].",
 )
 @click.option(
     "--jobs",
