@@ -33,6 +33,19 @@ def chain_frame(per_chain: list[float], losses: np.ndarray, health: Health) -> p
     )
 
 
+def checkpoint_frame(table: pd.DataFrame) -> pd.DataFrame:
+    """One row a checkpoint of an `evolve` table of the `llc` analysis (a row a chain and
+    checkpoint, each repeating its checkpoint's estimate, standard error and flags): ``step``,
+    ``estimate``, ``se`` and ``flags`` ("" for a healthy estimate, which `chain_frame` marks "ok";
+    a table read back from CSV may hold NaN there), by step.
+    """
+    columns = [c for c in ("estimate", "se", "flags") if c in table.columns]
+    out = table.groupby("step")[columns].first().reset_index()
+    if "flags" in out.columns:
+        out["flags"] = out["flags"].fillna("").astype(str).replace("ok", "")
+    return out
+
+
 def running_estimate(losses: np.ndarray, init_loss: float, n_beta: float) -> np.ndarray:
     """``n_beta * (mean of the first t draws - L_n(w*))``, mean over chains, for each t: ``[draws]``."""
     counts = np.arange(1, losses.shape[1] + 1)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from analyses.studies.study_a.llc_reading import RECORDS, SERIES, curve_reading, onset_step, rule_contrast
+from interp.dissect.llc_figures import checkpoint_frame
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = (ROOT / "docs" / "llc_readings.md").read_text()
@@ -25,8 +26,7 @@ def _prose() -> str:
 
 def _curve(series: str) -> pd.DataFrame:
     """The whole-model curve, one row a checkpoint."""
-    table = pd.read_csv(RECORDS / series / "whole.csv")
-    return table.groupby("step")[["estimate", "se"]].first().reset_index()
+    return checkpoint_frame(pd.read_csv(RECORDS / series / "whole.csv"))
 
 
 def test_the_stage_2_series_collapse_and_what_each_rule_found():

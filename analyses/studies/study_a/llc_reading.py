@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from analyses.studies.study_a.evolution import phase2
+from interp.dissect.llc_figures import checkpoint_frame
 from interp.stages import find_stages
 from interp.store.run_folder import read_done, read_metrics
 
@@ -59,7 +60,7 @@ def curve_reading(table: pd.DataFrame, onset: int | None) -> list[dict[str, Any]
         (positions between the onset's checkpoint and the nearest boundary; None without either)
         and ``meets``.
     """
-    per_step = table.groupby("step")[["estimate", "se"]].first().reset_index()
+    per_step = checkpoint_frame(table)
     steps = per_step["step"].tolist()
     at = None if onset is None else min(range(len(steps)), key=lambda i: abs(steps[i] - onset))
     rows = []
@@ -191,7 +192,7 @@ def reading_b_figure(records: str | Path = RECORDS, series_root: str | Path = SE
     )
     for row, folder in enumerate(folders, start=1):
         table = pd.read_csv(folder / "whole.csv")
-        per_step = table.groupby("step")[["estimate", "se"]].first().reset_index()
+        per_step = checkpoint_frame(table)
         per_step = per_step[per_step["step"] > 0]  # a log axis has no epoch 0
         fig.add_trace(
             go.Scatter(

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from interp.dissect.llc_figures import checkpoint_frame
 from interp.metrics import milestones
 from interp.store.run_folder import read_metrics
 from tasks import ModAddTask
@@ -65,20 +66,6 @@ def reading_steps(steps: Sequence[int]) -> list[int]:
     return sorted(picked)
 
 
-def per_checkpoint(table: pd.DataFrame) -> pd.DataFrame:
-    """One row a checkpoint of an `evolve` llc table (a row a chain): ``step``, ``estimate``,
-    ``se`` and ``flags`` (every chain's flags, joined; "" when healthy), by step.
-    """
-
-    def joined(flags: pd.Series) -> str:
-        return ",".join(sorted({f for cell in flags.dropna() for f in str(cell).split(",") if f}))
-
-    grouped = table.groupby("step")
-    out = grouped[["estimate", "se"]].first()
-    out["flags"] = grouped["flags"].agg(joined)
-    return out.reset_index()
-
-
 def _at(curve: pd.DataFrame, step: int) -> pd.Series:
     """The row of the checkpoint nearest `step`."""
     return curve.loc[(curve["step"] - step).abs().idxmin()]
@@ -104,7 +91,7 @@ def seed_reading(table: pd.DataFrame, records: Sequence[Mapping[str, Any]]) -> d
     """
     times = milestones(records, ModAddTask.milestones)
     t_mem, t_gen = times["t_mem_noisy"]["step"], times["t_gen"]["step"]
-    curve = per_checkpoint(table)
+    curve = checkpoint_frame(table)
     row: dict[str, Any] = {"t_mem_noisy": t_mem, "t_gen": t_gen}
     start = _at(curve, START)
     row |= {"start step": int(start["step"]), "llc (start)": start["estimate"]}
@@ -182,7 +169,7 @@ def reading_a_figure(records: str | Path = RECORDS) -> go.Figure:
         if not (folder / "llc.csv").is_file():
             continue
         color, name = colors[i % len(colors)], folder.name.replace("_", " ")
-        curve = per_checkpoint(pd.read_csv(folder / "llc.csv"))
+        curve = checkpoint_frame(pd.read_csv(folder / "llc.csv"))
         curve = curve[curve["step"] > 0]  # a log axis has no step 0
         fig.add_trace(
             go.Scatter(

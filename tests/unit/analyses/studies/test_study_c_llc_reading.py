@@ -13,7 +13,6 @@ import pytest
 
 from analyses.studies.study_c.llc_reading import (
     answer,
-    per_checkpoint,
     reading_a,
     reading_a_figure,
     reading_steps,
@@ -86,13 +85,6 @@ def test_a_run_that_never_generalises_has_no_fall():
     records = [dict(r, **{"test/acc": 0.1}) for r in _records()]
     row = seed_reading(_table(CURVE), records)
     assert row["t_gen"] is None and row["rises"] and not row["falls"] and "fall" not in row
-
-
-def test_per_checkpoint_joins_every_chains_flags():
-    table = _table(CURVE)
-    table.loc[0, "flags"], table.loc[1, "flags"] = "rhat", "negative,rhat"
-    curve = per_checkpoint(table)
-    assert curve["flags"].tolist()[:2] == ["negative,rhat", ""] and len(curve) == len(STEPS)
 
 
 @pytest.mark.parametrize(

@@ -155,3 +155,23 @@ def test_settings_out_of_range_are_refused(bad):
 def test_the_reference_loss_is_over_every_chunk():
     mlp, data = _mlp_and_data()
     assert reference_loss(mlp, data, _ce, chunk=10) == pytest.approx(float(_ce(mlp, data).detach()), rel=1e-6)
+
+
+def test_checkpoint_frame_gives_one_row_a_checkpoint_with_healthy_flags_empty(tmp_path):
+    import pandas as pd
+
+    from interp.dissect.llc_figures import checkpoint_frame
+
+    rows = [(10, 3.0, 0.5, "ok"), (0, 1.0, 0.2, "negative,rhat")]  # an evolve table: a row a chain
+    table = pd.DataFrame(
+        [
+            {"chain": c, "step": s, "llc": e + c, "estimate": e, "se": se, "flags": f}
+            for s, e, se, f in rows
+            for c in (0, 1)
+        ]
+    )
+    expected = [[0, 1.0, 0.2, "negative,rhat"], [10, 3.0, 0.5, ""]]
+    assert checkpoint_frame(table)[["step", "estimate", "se", "flags"]].values.tolist() == expected
+    table.loc[table["flags"] == "ok", "flags"] = ""  # an empty cell, read back from CSV as NaN
+    table.to_csv(tmp_path / "llc.csv", index=False)
+    assert checkpoint_frame(pd.read_csv(tmp_path / "llc.csv"))["flags"].tolist() == ["negative,rhat", ""]
