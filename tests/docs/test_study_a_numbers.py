@@ -316,7 +316,7 @@ def test_the_third_series_is_the_near_miss_the_page_describes():
 
     (row,) = [r for r in committed_series(RESULTS) if r["series"] == "replication r=0.9 memorised"]
     done = _done(RESULTS / row["record"])
-    n_adv = 2048  # the adv split's size (docs/study_a.md, Setup)
+    n_adv = json.loads((RESULTS / row["record"] / "config.json").read_text())["task"]["n_adv"]
     wrong = round((1 - done["final"]["adv/acc"]) * n_adv)
     assert done["milestones"]["rule"]["step"] is None and done["milestones"]["rule-99"]["step"] is not None
     assert done["milestones"]["memorized"]["step"] is not None
