@@ -125,6 +125,8 @@ def test_the_explorer_at_its_first_and_last_checkpoint(sweep, page, tmp_path):
     page.assert_clean(min_figures=1)
 
 
+# Builds and executes a tutorial (~100 s on 2 cores): `make test-slow`, which CI also runs.
+@pytest.mark.slow
 def test_a_docs_tutorial_page(tmp_path, page):
     """The study-A tutorial, executed at tiny scale and built with the docs' own configuration."""
     source = tmp_path / "src"

@@ -9,9 +9,15 @@ import pytest
 from tests.docs.kernel import ROOT, code_cells, execute, machine_paths, problems
 
 TUTORIALS = sorted((ROOT / "docs" / "tutorials").glob("*.md"))
+# The two that train most (over 40 s each on 2 cores) run in `make test-slow`, which CI also
+# runs; the docs build executes every tutorial again.
+SLOW = {"study_a", "llc"}
 
 
-@pytest.mark.parametrize("path", TUTORIALS, ids=[p.stem for p in TUTORIALS])
+@pytest.mark.parametrize(
+    "path",
+    [pytest.param(p, id=p.stem, marks=[pytest.mark.slow] if p.stem in SLOW else []) for p in TUTORIALS],
+)
 def test_tutorial_executes_and_its_outputs_are_clean(path, tmp_path, monkeypatch):
     cells = code_cells(path)
     assert cells, f"{path.name} has no code cells"

@@ -227,6 +227,8 @@ def _reports_equal(a: Path, b: Path) -> None:
     )
 
 
+# Concurrency and kill tests (~40 s each) run in `make test-slow`, which CI also runs.
+@pytest.mark.slow
 def test_two_sweeps_on_one_folder_train_every_run_exactly_once_and_report_as_one(tmp_path, single_sweep):
     (tmp_path / "grid.json").write_text(json.dumps(SWEEP_GRID))
     cmd = _sweep_cmd(tmp_path / "grid.json", tmp_path / "s", "--jobs", "1", "--threads", "1", "--no-report")
@@ -252,6 +254,7 @@ def test_two_sweeps_on_one_folder_train_every_run_exactly_once_and_report_as_one
     _reports_equal(tmp_path / "r", tmp_path / "r1")
 
 
+@pytest.mark.slow
 def test_a_sweep_whose_worker_is_killed_finishes_on_rerun_without_retraining_finished_runs(
     tmp_path, single_sweep
 ):

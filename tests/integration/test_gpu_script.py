@@ -31,7 +31,9 @@ STAGE_B = ("study-a-capacity", "study-a-wd", "study-a-ternary", "study-a-max", "
     "grids",
     [
         # Two grids and a bad name: the sweeps, the carry-on after a failure and the report.
-        pytest.param(("study-a-wd", "no-such-grid", "study-a-vocab64"), id="two-and-a-failure"),
+        pytest.param(
+            ("study-a-wd", "no-such-grid", "study-a-vocab64"), id="two-and-a-failure", marks=pytest.mark.slow
+        ),
         pytest.param(None, id="the-default-five", marks=pytest.mark.slow),
     ],
 )

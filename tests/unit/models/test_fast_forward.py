@@ -131,6 +131,8 @@ def test_rejects_bad_token_shape():
         fast_readout(model, torch.zeros(6, dtype=torch.long))
 
 
+# torch.compile's first call (~50 s on 2 loaded cores): `make test-slow`, which CI also runs.
+@pytest.mark.slow
 def test_compiled_fast_readout_matches_hooked_forward():
     # torch.compile costs ~10 s here; one 2-layer model covers every branch of the fast path.
     model = _model(2, 2, "LN", "causal", "relu", "standard", False)
