@@ -10,6 +10,7 @@ import click
 from interp.errors import ConfigError, did_you_mean
 
 METHODS = ("llc", "changepoint", "rise")  # interp.stages.boundaries.METHODS, without numpy
+SLOPES = ("log-step", "checkpoint")  # interp.stages.boundaries.SLOPES
 
 
 @click.command()
@@ -36,6 +37,13 @@ METHODS = ("llc", "changepoint", "rise")  # interp.stages.boundaries.METHODS, wi
     "--smooth", type=click.FloatRange(min=0), default=1.0, show_default=True, help="llc: Gaussian width."
 )
 @click.option(
+    "--slope",
+    type=click.Choice(SLOPES),
+    default="log-step",
+    show_default=True,
+    help="llc: slope per log-step, or per checkpoint (series whose spacing changes).",
+)
+@click.option(
     "--min-size", type=click.IntRange(min=1), default=2, show_default=True, help="Shortest plateau/segment."
 )
 @click.option(
@@ -55,6 +63,7 @@ def stages(
     columns: tuple[str, ...],
     method: str,
     smooth: float,
+    slope: str,
     min_size: int,
     penalty: float | None,
     n_boundaries: int | None,
@@ -89,7 +98,7 @@ def stages(
 
     data = pd.read_csv(table) if table is not None else records
     found = find_stages(
-        data, columns, method=method, smooth=smooth, min_size=min_size, penalty=penalty,
+        data, columns, method=method, smooth=smooth, slope=slope, min_size=min_size, penalty=penalty,
         n_boundaries=n_boundaries, target=target,
     )  # fmt: skip
     click.echo(f"stages by {method} of {', '.join(columns)}: boundaries at {found.boundaries or 'none'}")

@@ -6,9 +6,13 @@ each new stage) and the segments between them:
 * ``"llc"``: critical points and plateaus of a smoothed curve (Hoogland et al., TMLR 2025,
   "Loss landscape geometry reveals stagewise development of transformers", split training at
   the LLC's critical points). The curve is smoothed by a Gaussian of `smooth` evaluations, its
-  slope taken against log10(step + 1) (checkpoints are log-spaced early); a boundary is where the
-  slope changes sign (a local maximum or minimum), or the middle of an interior plateau: at
-  least `min_size` evaluations in a row whose slope is below `plateau_tol` times the largest.
+  slope taken against log10(step + 1) (checkpoints are log-spaced early) or, with
+  ``slope="checkpoint"``, per checkpoint; a boundary is where the slope changes sign (a local
+  maximum or minimum), or the middle of an interior plateau: at least `min_size` evaluations in
+  a row whose slope is below `plateau_tol` times the largest. Against log-steps, a series that is
+  dense late (checkpoints every 25 epochs around an onset at epoch 1,800) can have one slope so
+  steep that every other counts as flat, and a curve flat everywhere has no boundary; a slope per
+  checkpoint weighs every checkpoint alike, whatever its spacing.
 * ``"changepoint"``: change points of one or more columns at once (each standardised), by
   `ruptures` (Truong, Oudre & Vayatis 2020): PELT with an L2 cost and penalty
   ``4 * k * sigma^2 * log T`` (k columns, T evaluations, sigma^2 the noise variance estimated
@@ -37,6 +41,7 @@ if TYPE_CHECKING:
     import plotly.graph_objects as go
 
 METHODS = ("llc", "changepoint", "rise")
+SLOPES = ("log-step", "checkpoint")
 PENALTY_FACTOR = 4.0
 
 
@@ -117,6 +122,7 @@ def find_stages(
     *,
     method: str = "llc",
     smooth: float = 1.0,
+    slope: str = "log-step",
     plateau_tol: float = 0.05,
     min_size: int = 2,
     penalty: float | None = None,
@@ -133,6 +139,9 @@ def find_stages(
             `find_rise` reads them), any number for ``"changepoint"``.
         method: ``"llc"``, ``"changepoint"`` or ``"rise"``.
         smooth: Gaussian smoothing width, in evaluations (``"llc"``; 0: none).
+        slope: What the slope is taken against (``"llc"``): ``"log-step"``, log10(step + 1), or
+            ``"checkpoint"``, the position in the checkpoint list (for series whose spacing
+            changes, e.g. dense around an onset late in training).
         plateau_tol: A plateau's slope, as a fraction of the largest slope (``"llc"``).
         min_size: Fewest evaluations in a plateau (``"llc"``) or a segment (``"changepoint"``).
         penalty: PELT's penalty (``"changepoint"``); None: ``4 k sigma^2 log T``.
@@ -145,6 +154,8 @@ def find_stages(
     """
     if method not in METHODS:
         raise ConfigError(f"stages method {method!r} is unknown", did_you_mean(method, METHODS))
+    if slope not in SLOPES:
+        raise ConfigError(f"stages slope {slope!r} is unknown", did_you_mean(slope, SLOPES))
     if not columns:
         raise ConfigError("stages need at least one column", "e.g. llc, or val/acc")
     steps, values = series(table, columns)
@@ -167,7 +178,8 @@ def find_stages(
         )
     if len(columns) != 1:
         raise ConfigError(f"the llc rule reads one column, not {len(columns)}", "give one --column")
-    smoothed, found = _critical_points(np.asarray(steps), values[columns[0]], smooth, plateau_tol, min_size)
+    x = np.log10(np.asarray(steps) + 1.0) if slope == "log-step" else np.arange(len(steps), dtype=float)
+    smoothed, found = _critical_points(x, values[columns[0]], smooth, plateau_tol, min_size)
     return Stages(
         method,
         list(columns),
@@ -180,15 +192,16 @@ def find_stages(
 
 
 def _critical_points(
-    steps: np.ndarray, y: np.ndarray, smooth: float, plateau_tol: float, min_size: int
+    x: np.ndarray, y: np.ndarray, smooth: float, plateau_tol: float, min_size: int
 ) -> tuple[np.ndarray, list[tuple[int, str]]]:
     """The smoothed curve, and its critical points ``(index, kind)``: slope sign changes and the
     middles of interior plateaus (an extremum inside a plateau counts once, as the plateau).
+    `x` is what the slope is taken against (log-steps or checkpoint positions), increasing.
     """
     from scipy.ndimage import gaussian_filter1d
 
     smoothed = gaussian_filter1d(y, smooth, mode="nearest") if smooth > 0 else y.copy()
-    slope = np.gradient(smoothed, np.log10(steps + 1.0))
+    slope = np.gradient(smoothed, x)
     scale = np.abs(slope).max()
     flat = np.abs(slope) <= plateau_tol * scale if scale > 0 else np.ones_like(slope, dtype=bool)
     found: dict[int, str] = {}

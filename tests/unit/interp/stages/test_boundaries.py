@@ -73,6 +73,33 @@ def test_a_symmetric_peak_or_trough_on_log_spaced_checkpoints_is_found():
     assert find_stages(rise, ["llc"], method="llc").kinds.count("max") == 0
 
 
+def test_a_slope_per_checkpoint_sees_a_collapse_that_log_steps_flatten_everything_beside():
+    # Log-spaced to epoch 1,024, then every 25 epochs (dense around a late onset): the curve rises
+    # to 400 and collapses in one checkpoint. Against log-steps that one slope is ~100x any other,
+    # so every other counts as flat and the curve has no boundary; per checkpoint the peak is found.
+    steps = [0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, *range(1750, 2051, 25), 3000]
+    llc = np.r_[np.linspace(0, 400, 13), np.full(len(steps) - 13, 10.0)]
+    frame = pd.DataFrame({"step": steps, "llc": llc})
+    assert find_stages(frame, ["llc"], method="llc").boundaries == []
+    found = find_stages(frame, ["llc"], method="llc", slope="checkpoint")
+    assert found.kinds == ["max"] and abs(steps.index(found.boundaries[0]) - steps.index(1750)) <= 1
+
+
+def test_a_slope_per_checkpoint_depends_only_on_the_checkpoints_order():
+    # Any increasing relabelling of the steps moves no boundary's position; against log-steps it
+    # does (the same values on other steps), so the option is not a no-op.
+    values = _noisy(np.r_[np.linspace(0, 5, 20), np.linspace(5, 1, 20), np.full(20, 1.0)], 0.05, 4)
+    positions = {}
+    uneven = [10 * i if i < 30 else 300 + 500 * (i - 30) for i in range(60)]  # sparse after 30
+    for label, steps in (("linear", STEPS), ("uneven", uneven)):
+        for slope in ("log-step", "checkpoint"):
+            found = find_stages(pd.DataFrame({"step": steps, "llc": values}), method="llc", slope=slope)
+            positions[label, slope] = [steps.index(b) for b in found.boundaries]
+    assert positions["linear", "checkpoint"] == positions["uneven", "checkpoint"]
+    assert positions["linear", "checkpoint"]  # the peak at least
+    assert positions["linear", "log-step"] != positions["uneven", "log-step"]
+
+
 def test_rise_uses_find_rise_unchanged():
     records = [{"step": s, "adv/acc": 0.5 if s < 200 else (0.75 if s < 250 else 1.0)} for s in STEPS]
     stages = find_stages(records, ["adv/acc"], method="rise", target=1.0)
@@ -97,6 +124,7 @@ def test_an_evolve_table_with_several_rows_per_step_is_averaged():
     [
         ({"columns": ["nope"]}, "not a numeric column"),
         ({"method": "hmm"}, "unknown"),
+        ({"slope": "log"}, "slope 'log' is unknown.*log-step"),
         ({"columns": ["a", "b"]}, "one column"),
     ],
 )
