@@ -10,8 +10,11 @@ import numpy as np
 import pandas as pd
 
 from analyses.studies.study_a.llc_reading import (
+    EXPLORATORY,
     NEAR,
+    RULES,
     curve_reading,
+    exploratory_summary,
     onset_step,
     primary_summary,
     reading_b,
@@ -133,3 +136,21 @@ def test_the_primary_summary_says_each_series_and_counts_only_series_with_an_ons
     assert "* **Primary reading, never**: no phase-2 onset" in text
     met = int(frame[frame["series"] == "found"]["meets"].sum())
     assert text.endswith(f"{met} of 2 pairs meet it.")  # the two rules of "found" only
+
+
+def test_the_exploratory_rule_is_the_preregistered_one_with_slopes_per_checkpoint():
+    assert EXPLORATORY["llc per checkpoint"] == {**RULES["llc"], "slope": "checkpoint"}
+    records, series = ROOT / "results" / "llc" / "reading-b", ROOT / "results" / "study-a" / "series"
+    frame = reading_b(records, series, rules=EXPLORATORY)
+    assert set(frame["rule"]) == {"llc per checkpoint"}
+    near_miss = frame[
+        (frame["series"] == "replication-mpsp-2l2h-r0.9-memorised") & (frame["curve"] == "whole")
+    ]
+    assert near_miss["boundaries"].iloc[0]  # the preregistered rule finds none on this curve
+    assert reading_b(records, series).query("rule == 'llc'")["boundaries"].map(len).min() == 0
+    text = exploratory_summary(frame)
+    whole = frame[frame["onset"].notna() & (frame["curve"] == "whole")]
+    assert text.startswith("*Exploratory*")
+    assert f"in {int(whole['meets'].sum())} of {len(whole)} series" in text
+    for row in whole.itertuples():  # each series named on the side it falls
+        assert f"`{row.series}`" in (text.split("; not in")[0] if row.meets else text.split("; not in")[1])
