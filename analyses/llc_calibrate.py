@@ -81,6 +81,15 @@ class CalibrateResult(Result):
         )
         return frame.assign(recommended=chosen)
 
+    def summary(self) -> str:
+        """The choice in one sentence: whether any cell was healthy, the rule, the setting used."""
+        best = self.recommended
+        health = "Some cells were healthy" if best["healthy"] else "No cell was healthy (every cell flagged)"
+        return (
+            f"{health}; by the calibration's rule ({best['rule']}) the setting used is step size "
+            f"{best['step_size']:g} at n_beta {best['n_beta']:.1f}."
+        )
+
     def figure(self) -> go.Figure:
         """Heatmap of the estimate over step size (x) and n_beta (y); each cell's text gives the
         estimate ± se and its flags; the recommended cell is outlined.

@@ -42,7 +42,9 @@ def checkpoint_frame(table: pd.DataFrame) -> pd.DataFrame:
     columns = [c for c in ("estimate", "se", "flags") if c in table.columns]
     out = table.groupby("step")[columns].first().reset_index()
     if "flags" in out.columns:
-        out["flags"] = out["flags"].fillna("").astype(str).replace("ok", "")
+        out["flags"] = (
+            out["flags"].astype(object).fillna("").astype(str).replace("ok", "")
+        )  # all-NaN reads as float
     return out
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
 from analyses.llc import calibrated
-from analyses.llc_calibrate import CalibrateResult, recommend
+from analyses.llc_calibrate import RULE, CalibrateResult, recommend
 from analyses.llc_params import CalibrateParams, Params, n_beta_values
 from interp.errors import CheckpointError, ConfigError
 
@@ -57,3 +58,14 @@ def test_an_llc_result_records_the_calibration_it_used(tmp_path):
         calibrated(Params(calibration=str(tmp_path / "nothing")))
     assert math.isclose(result.to_frame()["recommended"].sum(), 1)
     assert len(result.figure().layout.shapes) == 1  # the recommended cell outlined
+    assert result.summary() == (
+        f"Some cells were healthy; by the calibration's rule ({RULE}) the setting used is step size 0.0001 at "
+        "n_beta 50.0."
+    )
+    flagged = recommend([_cell(1e-5, 50.0, "ess"), _cell(1e-4, 50.0, "rhat,ess")], 50.0)
+    assert (
+        replace(result, recommended=flagged)
+        .summary()
+        .startswith("No cell was healthy (every cell flagged); by the calibration's rule")
+        and "step size 1e-05 at n_beta 50.0." in replace(result, recommended=flagged).summary()
+    )
