@@ -76,3 +76,13 @@ def test_the_r_05_series_swings_with_small_standard_errors():
         f"{late['estimate'].max():.0f} with standard errors of {late['se'].min():.1f} to {late['se'].max():.0f}"
         in _prose()
     )
+
+
+def test_how_many_estimates_carry_flags_and_the_dense_checkpoints_around_the_onset():
+    per_checkpoint = [checkpoint_frame(pd.read_csv(path)) for path in sorted(RECORDS.glob("*/*.csv"))]
+    flagged = sum(int((frame["flags"] != "").sum()) for frame in per_checkpoint)
+    total = sum(len(frame) for frame in per_checkpoint)
+    assert f"({flagged} of the {total} checkpoint estimates over every curve:" in _prose()
+    steps = _curve("mpsp-2l2h-r0.9")["step"].tolist()
+    assert set(range(100, 301, 10)) <= set(steps)  # and a few log-spaced ones between
+    assert "(a checkpoint at least every 10 epochs across epochs 100-300)" in _prose()

@@ -62,7 +62,7 @@ def test_one_layer_at_r_05_sat_at_chance_but_for_one_run_at_the_99_percent_rule(
     vocab, seed = other.parts[-3].split("=")[1], other.name.split("_")[1]
     stated = (
         f"at r = 0.5, {len(chance)} of {len(missed)} sat at chance on val and adv; the twelfth (vocabulary "
-        f"{vocab}, seed index {seed}) reached the rule's 99% variant at epoch {step99}"
+        f"{vocab}, seed index {seed}) reached the rule's 99% variant at epoch {step99} and never the rule itself"
     )
     assert stated in _prose()
 
@@ -183,6 +183,12 @@ def test_the_headlines_one_layer_bullet_and_the_powers_the_page_quotes():
 
 def test_the_99_percent_variants_change_no_tests_direction():
     strict, loose = _tests("headline"), _tests("headline", "rule-99")
+    (secondary,) = [t for t in loose.values() if t.role == "secondary"]
+    stated = (
+        f"at 99% the headline's secondary test reads {secondary.high[0]} of {secondary.high[1]} against "
+        f"{secondary.low[0]} of {secondary.low[1]}, p = {secondary.p_value:.3f}"
+    )
+    assert stated in _prose()
     assert all((strict[m].difference > 0) == (loose[m].difference > 0) for m in strict)
     assert "change no test's direction" in _prose()
 
@@ -197,6 +203,13 @@ def test_the_crossed_designs_counts_and_shares():
         f"(exact permutation p = {row['p: initialisation']:.2f} and {row['p: data']:.2f}"
     )
     assert stated in _prose()
+    (loose,) = crossed_shares(runs, "rule-99").to_dict("records")
+    stated = (
+        f"At its 99% variant {round(loose['rate'] * loose['runs'])} of {loose['runs']} reached it and the "
+        f"initialisation's share rises to {loose['share: initialisation']:.2f} (p = {loose['p: initialisation']:.3f}; "
+        f"the training set {loose['share: data']:.2f}, p = {loose['p: data']:.2f})"
+    )
+    assert loose["share: initialisation"] > row["share: initialisation"] and stated in _prose()
 
 
 def test_below_chance_and_capacity():
