@@ -337,3 +337,42 @@ def test_the_third_series_is_the_near_miss_the_page_describes():
         f"went through a phase 2 (onset at epoch {row['phase-2 onset']:,}) and ended with {wrong} of the "
         f"{n_adv:,} adversarial examples wrong" in _prose()
     )
+
+
+def _config(run: Path) -> dict:
+    return json.loads((run / "config.json").read_text())
+
+
+def test_the_setup_says_what_the_runs_configs_hold():
+    """The setup's data sizes, model, optimiser and evaluation schedule, against every committed
+    run of the headline, the map and the weight-decay headline (each run's own config.json).
+    """
+    prose = _prose()
+    headline = sorted((RESULTS / "headline").glob("*/r=*/seed_*"))
+    assert len(headline) == 40 and all((run / "DONE").is_file() for run in headline)
+    assert "10 seeds a cell, 3,000 epochs, all 40 runs finished" in prose
+    epochs = {}
+    for grid in ("headline", "map", "wd-headline"):
+        configs = [_config(run) for run in sorted((RESULTS / grid).glob("**/seed_*"))]
+        assert configs, grid
+        epochs[grid] = {c["train"]["epochs"] for c in configs}
+        for config in configs:
+            task, model, train = config["task"], config["model"], config["train"]
+            assert (task["n_train"], task["n_val"], task["n_adv"], task["n"]) == (16384, 2048, 2048, 5)
+            assert (model["d_model"], model["d_mlp"], model["normalization_type"], model["act_fn"]) == (
+                64, 128, "LN", "relu",
+            )  # fmt: skip
+            assert (model["positional_embedding_type"], model["attention_dir"]) == ("standard", "causal")
+            assert (train["lr"], train["betas"], train["batch_size"]) == (1e-3, [0.9, 0.98], None)
+            assert (train["eval_every"], train["eval_log_points"]) == (25, 40)
+            assert train["weight_decay"] == (0.4 if grid == "wd-headline" else 0.1)
+    assert epochs == {"headline": {3000}, "map": {1500}, "wd-headline": {4000}}
+    for stated in (
+        "`train` (16,384 examples at ratio `r`), `val` (2,048,",
+        "`adv` (2,048, all opposing it",
+        "`d_model = 64`, `d_mlp = 128`, LayerNorm, learned positions, causal attention, ReLU",
+        "learning rate 1e-3, betas (0.9, 0.98), weight decay 0.1 unless said, 3,000 epochs (1,500 for the map",
+        "4,000 for the weight-decay headline",
+        "(every 25 epochs plus 40 log-spaced ones)",
+    ):
+        assert stated in prose, stated
