@@ -270,7 +270,8 @@ def sweep(
     default=False,
     show_default=True,
     help="Per-run circuit-evolution figures for runs with checkpoints (study A; computes and caches "
-    "fingerprints and gradients per checkpoint, in the run folders or, with --out, under OUT/cache).",
+    "fingerprints and gradients per checkpoint, in the run folders or, with --out, under OUT/cache; an "
+    "LLC curve that `interp evolve --analysis llc` cached in a run is drawn with its stage boundaries).",
 )
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
 def report(folder: str, out: str | None, evolution: bool, no_progress: bool) -> None:

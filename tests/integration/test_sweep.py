@@ -254,6 +254,14 @@ def test_llc_stage_boundaries_are_drawn_through_the_circuit_evolution_axes(sweep
         (curve,) = [t for t in figure.data if t.name == "LLC (whole model)"]
         assert list(curve.y) == pytest.approx(list(cached["llc"]))
         assert boundary_steps(figure) == sorted(x for x in expected if x is not None)
+    # A report written elsewhere (`interp report --evolution --out R`, its cache R/cache/RUN) draws
+    # the LLC that evolve cached in the run's folder; its own cache wins when it holds one.
+    elsewhere = tmp_path / "report-cache"
+    assert cached_llc(run, elsewhere).equals(cached)
+    (curve,) = [t for t in evolution_figure(run, elsewhere, False).data if t.name == "LLC (whole model)"]
+    assert list(curve.y) == pytest.approx(list(cached["llc"]))
+    evolve(run, "llc", progress=False, chains=2, draws=3, burn_in=0, batch_size=0, cache=elsewhere, seed=1)
+    assert not cached_llc(run, elsewhere)["llc"].equals(cached["llc"])
 
 
 def test_phase2_on_a_synthetic_stream():

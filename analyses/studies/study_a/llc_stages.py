@@ -35,13 +35,23 @@ MIN_EVALUATIONS = 3  # find_stages needs at least three evaluations
 def cached_llc(run_dir: str | Path, cache: str | Path | None = None) -> pd.DataFrame | None:
     """The run's LLC evolve table from its cache: one row per checkpoint (``step``, ``llc``, ``se``).
 
-    Reads the whole-model `llc` results cached under `cache` (default ``RUN/analyses``), at the
-    default settings (``llc/step_N``) and any other (``llc/SETTINGS/step_N``,
+    Reads the whole-model `llc` results cached under `cache` (a report's ``OUT/cache/RUN``) or,
+    if it holds none, the run's own ``RUN/analyses``, where `interp evolve --run RUN --analysis
+    llc` caches them: an LLC computed before the report is drawn by it. Results at the default
+    settings (``llc/step_N``) and any other (``llc/SETTINGS/step_N``,
     `analyses.evolution.settings_folder`); where several settings were cached, those of the most
     checkpoints (a curve mixes no settings).
     None when fewer than three checkpoints have one.
     """
-    root = (Path(cache) if cache is not None else Path(run_dir) / ANALYSES_FOLDER) / LLC_ANALYSIS
+    own = Path(run_dir) / ANALYSES_FOLDER
+    if cache is not None and Path(cache) != own:
+        found = _cached_llc(Path(cache) / LLC_ANALYSIS)
+        return found if found is not None else _cached_llc(own / LLC_ANALYSIS)
+    return _cached_llc(own / LLC_ANALYSIS)
+
+
+def _cached_llc(root: Path) -> pd.DataFrame | None:
+    """`cached_llc` in one cache folder (``.../llc``)."""
     rows = []
     for path in sorted(root.glob(f"**/step_*/{RESULT_FILE}")):
         try:
