@@ -25,6 +25,8 @@ GRIDS = {
     "wd": "stage (b), headline seeds 0-4",
 }
 """The grids drawn (folders below `RESULTS`), each with its name in the legend."""
+MARKERS = {"wd": "diamond", "replication": "square"}
+"""A grid's marker where its line shares a colour with another grid's (same model and weight decay)."""
 
 MODELS = {"mpsp-2l2h": "two layers", "mpsp-1l1h": "one layer"}
 COLOURS = {("mpsp-2l2h", 0.1): "#1f77b4", ("mpsp-2l2h", 0.4): "#17becf", ("mpsp-1l1h", 0.1): "#d62728"}
@@ -81,7 +83,7 @@ def rule_rate_figure(results: str | Path = RESULTS) -> go.Figure:
             mode="lines+markers",
             name=name,
             line={"color": COLOURS[(preset, wd)], "dash": "dash" if wd == 0.4 else "solid"},
-            marker={"symbol": "diamond" if grid == "wd" else "circle", "size": 9},
+            marker={"symbol": MARKERS.get(grid, "circle"), "size": 9},
             error_y={
                 "type": "data",
                 "symmetric": False,
@@ -96,9 +98,10 @@ def rule_rate_figure(results: str | Path = RESULTS) -> go.Figure:
     fig.update_yaxes(title_text="runs that reached the rule (%)", range=[-5, 105])
     fig.update_layout(
         title="Rule rate at r = 0.5 and 0.9, per model and weight decay (bars: Wilson 95% intervals)",
-        height=520,
+        height=500,
         # Below the axes: the names are long, and beside them they would squeeze the plot.
         legend={"title": {"text": "model, weight decay (grid)"}, "yanchor": "top", "y": -0.2, "x": 0},
-        margin={"b": 10},
+        # A small top margin: the figure opens the page's first screen, under the answer.
+        margin={"t": 60, "b": 10},
     )
     return fig

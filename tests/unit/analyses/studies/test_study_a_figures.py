@@ -45,6 +45,9 @@ def test_the_figure_has_a_line_per_grid_and_model_and_says_which_grids_are_still
         assert mentioned and all(
             (f"{first['grid_finished']} of {first['runs']} runs finished" in n) == training for n in mentioned
         )
+    # Lines of one colour (same model and weight decay, other grids) differ by their marker.
+    styles = [(t.line.color, t.line.dash, t.marker.symbol) for t in fig.data]
+    assert len(set(styles)) == len(styles), styles
 
 
 def test_a_grid_not_committed_yet_is_left_out(tmp_path):
