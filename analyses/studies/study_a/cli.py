@@ -54,10 +54,16 @@ def study_a_evolution(run_dir: str, out: str | None, no_progress: bool) -> None:
 
 @study_a.command("decide")
 @click.argument("results", type=click.Path(file_okay=False), required=False)
-def study_a_decide(results: str | None) -> None:
+@click.option(
+    "--tables",
+    is_flag=True,
+    help="Also the descriptive readings: robustness per cell, and the onset signature.",
+)
+def study_a_decide(results: str | None, tables: bool) -> None:
     """The preregistered readings of study A's decision grids from their records (RESULTS: a folder
     holding wd-headline/ and replication/ [default: the committed results/study-a]): weight decay
     or imbalance (stage 1), and the replication (stage 2); "incomplete" while a run is missing.
+    With --tables, the page's robustness and gradient-signature tables too.
     """
     from analyses.studies.study_a.decision import RESULTS, decision, replication
 
@@ -66,6 +72,19 @@ def study_a_decide(results: str | None) -> None:
         raise ConfigError(f"{results} is not a folder", "give a folder holding wd-headline/ and replication/")
     click.echo(f"weight decay or imbalance: {decision(folder).sentence()}")
     click.echo(f"replication: {replication(folder).sentence()}")
+    if tables:
+        from analyses.studies.study_a.decision import decision_runs
+        from analyses.studies.study_a.onset_signature import signature_summary, signature_table
+        from analyses.studies.study_a.robustness import robustness_table
+
+        runs = decision_runs(folder)
+        if not runs:
+            click.echo("no finished run to describe yet")
+            return
+        click.echo("\nrobustness (each reading as runs/finished runs):")
+        click.echo(robustness_table(runs).set_index(["sweep", "configuration"]).T.to_string())
+        click.echo("\nthe gradient signature around the onset, per cell:")
+        click.echo(signature_summary(signature_table(runs)).to_string(index=False))
 
 
 @study_a.command("describe")

@@ -217,6 +217,17 @@ def _runs(results: Path, stage: str) -> list[RunState]:
     return load_results(folder)[1] if (folder / "sweep.json").is_file() else []
 
 
+def decision_runs(results: str | Path = RESULTS) -> list[RunState]:
+    """Both grids' runs below `results`, each named by its grid (``wd-headline``, ``replication``),
+    as the page's descriptive tables (outcomes, robustness, signature) group them.
+    """
+    return [
+        dataclasses.replace(run, sweep=stage)
+        for stage in (STAGE_1, STAGE_2)
+        for run in _runs(Path(results), stage)
+    ]
+
+
 def decision(results: str | Path = RESULTS) -> Reading:
     """Stage 1's reading (`decide`) from the committed records below `results`."""
     results = Path(results)

@@ -154,3 +154,23 @@ def test_the_command_prints_both_readings_of_the_committed_records(capsys):
         f"weight decay or imbalance: {decision().sentence()}",
         f"replication: {replication().sentence()}",
     ]
+
+
+def test_the_command_with_tables_prints_the_pages_robustness_and_signature_tables(capsys):
+    from analyses.studies.study_a.decision import decision_runs
+    from analyses.studies.study_a.onset_signature import signature_summary, signature_table
+    from analyses.studies.study_a.robustness import robustness_table
+    from interp.cli import main
+
+    with pytest.raises(SystemExit) as exit_code:
+        main(["study-a", "decide", "--tables"])
+    out = capsys.readouterr().out
+    assert exit_code.value.code == 0
+    runs = decision_runs()
+    assert {r.sweep for r in runs} == {"wd-headline", "replication"}
+    planned = {stage: sum(r.sweep == stage for r in runs) for stage in ("wd-headline", "replication")}
+    assert planned == {"wd-headline": 40, "replication": 60}  # every planned run, started or not
+    robustness = robustness_table(runs).set_index(["sweep", "configuration"]).T.to_string()
+    signature = signature_summary(signature_table(runs)).to_string(index=False)
+    assert out.startswith(f"weight decay or imbalance: {decision().sentence()}\n")
+    assert f"\n{robustness}\n" in out and out.endswith(f"\n{signature}\n")
