@@ -79,6 +79,10 @@ def stages(
       interp stages --run runs/a --column adv/acc --column val/acc
       interp evolve --run runs/a --analysis llc --out ev && interp stages --table ev/llc.csv --column llc --method llc
     """
+    if slope != "log-step" and method != "llc":
+        raise ConfigError(
+            f"--slope {slope} applies to --method llc only", "add --method llc, or leave --slope out"
+        )
     if (run_dir is None) == (table is None):
         raise ConfigError("give one of --run or --table", "a run folder's metrics, or an evolve table")
     if table is not None:

@@ -156,6 +156,10 @@ def find_stages(
         raise ConfigError(f"stages method {method!r} is unknown", did_you_mean(method, METHODS))
     if slope not in SLOPES:
         raise ConfigError(f"stages slope {slope!r} is unknown", did_you_mean(slope, SLOPES))
+    if slope != "log-step" and method != "llc":
+        raise ConfigError(
+            f"stages slope {slope!r} applies to the llc rule only", f"method='llc', not {method!r}"
+        )
     if not columns:
         raise ConfigError("stages need at least one column", "e.g. llc, or val/acc")
     steps, values = series(table, columns)

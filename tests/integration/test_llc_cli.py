@@ -29,6 +29,10 @@ SERIES = str(ROOT / "results" / "study-a" / "series" / "mpsp-2l2h-r0.9")
             ["stages", "--run", SERIES, "--column", "adv/acc", "--slope", "log"],
             "one of 'log-step', 'checkpoint'",
         ),
+        (
+            ["stages", "--run", SERIES, "--column", "adv/acc", "--slope", "checkpoint"],
+            "--slope checkpoint applies to --method llc only",
+        ),
     ],
 )
 def test_bad_input_is_one_line_exit_2_before_torch(args, says):

@@ -125,6 +125,7 @@ def test_an_evolve_table_with_several_rows_per_step_is_averaged():
         ({"columns": ["nope"]}, "not a numeric column"),
         ({"method": "hmm"}, "unknown"),
         ({"slope": "log"}, "slope 'log' is unknown.*log-step"),
+        ({"slope": "checkpoint", "method": "changepoint"}, "applies to the llc rule only"),
         ({"columns": ["a", "b"]}, "one column"),
     ],
 )
