@@ -245,7 +245,16 @@ def test_evolve_rejects_unknown_params_with_exit_2(runs, capsys):
     assert code == 2 and "did you mean 'neurons'" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("name, run", CASES, ids=[f"{n}-{r}" for n, r in CASES])
+@pytest.mark.parametrize(
+    "name, run",
+    # circuit on the transformer (~35 s) in `make test-slow`: the others keep every analysis kind here.
+    [
+        pytest.param(
+            n, r, id=f"{n}-{r}", marks=[pytest.mark.slow] if (n, r) == ("circuit", "transformer") else []
+        )
+        for n, r in CASES
+    ],
+)
 def test_evolve_series_equals_each_checkpoint_loaded_alone(name, run, runs, tmp_path):
     """`evolve` reuses one model and the splits across checkpoints (`subject_series`); every
     result, including those computed before later weights were loaded, must equal the result of

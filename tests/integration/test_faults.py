@@ -354,6 +354,8 @@ def test_analyses_and_report_on_a_read_only_run_write_only_under_out(tmp_path, c
         remount(disk, "rw")
 
 
+# Its sibling above (a read-only run) stays in the default suite; this one is ~33 s: make test-slow.
+@pytest.mark.slow
 def test_a_run_folder_the_user_cannot_write_to_is_analysed_and_reported_from_out(tmp_path_factory):
     """Permissions, not a mount: the run's files are read-only to the user running the analysis
     (as root, the analysis runs as the unprivileged user nobody, since root ignores permissions).

@@ -233,6 +233,8 @@ def _stop_by_signal(tmp_path, capsys, reference, signum: int, *extra: str) -> No
     _assert_resumes_identically(capsys, tmp_path, reference)
 
 
+# Over the default suite's budget on 2 cores (~20-35 s): `make test-slow`, which CI also runs.
+@pytest.mark.slow
 def test_sigterm_stops_every_worker_with_a_checkpoint_and_the_rerun_resumes_bit_identically(
     tmp_path, capsys, reference
 ):

@@ -111,7 +111,7 @@ def reference(tmp_path_factory) -> Path:
     return _train_reference(tmp_path_factory.mktemp("ref") / "run", ARGS)
 
 
-@pytest.mark.parametrize("kill_after_records", [3, 9])
+@pytest.mark.parametrize("kill_after_records", [3, pytest.param(9, marks=pytest.mark.slow)])
 def test_sigkill_then_resume_is_bit_identical(tmp_path, reference, kill_after_records):
     out = tmp_path / "run"
     proc = _start(out)
@@ -154,6 +154,8 @@ def vectorized_reference(tmp_path_factory) -> Path:
     return _train_reference(tmp_path_factory.mktemp("vref") / "group", VECTORIZED)
 
 
+# Over the default suite's budget on 2 cores (~20-35 s): `make test-slow`, which CI also runs.
+@pytest.mark.slow
 def test_vectorized_group_killed_then_rerun_is_bit_identical(tmp_path, vectorized_reference):
     out = tmp_path / "group"
     proc = _start(out, VECTORIZED)
@@ -167,6 +169,7 @@ def test_vectorized_group_killed_then_rerun_is_bit_identical(tmp_path, vectorize
         _assert_identical(vectorized_reference / f"seed_{seed}", out / f"seed_{seed}")
 
 
+@pytest.mark.slow
 def test_vectorized_group_stopped_by_sigterm_saves_every_seed_and_resumes_bit_identical(
     tmp_path, vectorized_reference
 ):
