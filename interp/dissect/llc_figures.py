@@ -41,10 +41,8 @@ def checkpoint_frame(table: pd.DataFrame) -> pd.DataFrame:
     """
     columns = [c for c in ("estimate", "se", "flags") if c in table.columns]
     out = table.groupby("step")[columns].first().reset_index()
-    if "flags" in out.columns:
-        out["flags"] = (
-            out["flags"].astype(object).fillna("").astype(str).replace("ok", "")
-        )  # all-NaN reads as float
+    if "flags" in out.columns:  # object first: a column of NaN only is read back as float
+        out["flags"] = out["flags"].astype(object).fillna("").astype(str).replace("ok", "")
     return out
 
 

@@ -73,13 +73,14 @@ def study_a_decide(results: str | None, tables: bool) -> None:
     click.echo(f"weight decay or imbalance: {decision(folder).sentence()}")
     click.echo(f"replication: {replication(folder).sentence()}")
     if tables:
+        from analyses.report.records import FINISHED
         from analyses.studies.study_a.decision import decision_runs
         from analyses.studies.study_a.onset_signature import signature_summary, signature_table
         from analyses.studies.study_a.robustness import robustness_table
 
         runs = decision_runs(folder)
-        if not runs:
-            click.echo("no finished run to describe yet")
+        if not any(run.status == FINISHED for run in runs):
+            click.echo(f"\nno finished run of wd-headline/ or replication/ under {folder} to describe yet")
             return
         click.echo("\nrobustness (each reading as runs/finished runs):")
         click.echo(robustness_table(runs).set_index(["sweep", "configuration"]).T.to_string())

@@ -174,3 +174,17 @@ def test_the_command_with_tables_prints_the_pages_robustness_and_signature_table
     signature = signature_summary(signature_table(runs)).to_string(index=False)
     assert out.startswith(f"weight decay or imbalance: {decision().sentence()}\n")
     assert f"\n{robustness}\n" in out and out.endswith(f"\n{signature}\n")
+
+
+def test_the_command_with_tables_says_when_no_run_has_finished(tmp_path, capsys):
+    import shutil
+
+    from interp.cli import main
+
+    (tmp_path / "replication").mkdir()
+    shutil.copy(RESULTS / "replication" / "sweep.json", tmp_path / "replication" / "sweep.json")
+    with pytest.raises(SystemExit) as exit_code:
+        main(["study-a", "decide", str(tmp_path), "--tables"])
+    out = capsys.readouterr().out
+    assert exit_code.value.code == 0
+    assert out.endswith(f"no finished run of wd-headline/ or replication/ under {tmp_path} to describe yet\n")
