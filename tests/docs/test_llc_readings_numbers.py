@@ -86,3 +86,12 @@ def test_how_many_estimates_carry_flags_and_the_dense_checkpoints_around_the_ons
     steps = _curve("mpsp-2l2h-r0.9")["step"].tolist()
     assert set(range(100, 301, 10)) <= set(steps)  # and a few log-spaced ones between
     assert "(a checkpoint at least every 10 epochs across epochs 100-300)" in _prose()
+
+
+def test_neither_calibration_found_a_healthy_setting():
+    from analyses.llc_calibrate import CalibrateResult
+    from analyses.studies.study_c.llc_reading import RECORDS as READING_A
+
+    for folder in (READING_A / "calibration", RECORDS / "calibration"):
+        assert (CalibrateResult.load(folder).to_frame()["flags"] != "").all(), folder
+    assert "Neither reading's calibration found a setting at which the chains were healthy" in _prose()

@@ -212,6 +212,38 @@ def rule_contrast(records: str | Path = RECORDS, series_root: str | Path = SERIE
     return pd.DataFrame(rows)
 
 
+def headline(frame: pd.DataFrame, pairs: pd.DataFrame) -> str:
+    """Reading (b)'s two answers in one paragraph (Markdown), for the top of its page.
+
+    Args:
+        frame: `reading_b` with the preregistered rules.
+        pairs: `rule_contrast`.
+    """
+    onset = frame[frame["onset"].notna()]
+    primary = onset[(onset["curve"] == "whole") & (onset["rule"] == "llc")]
+    text = (
+        f"the whole-model LLC boundary met the phase-2 onset in **{int(primary['meets'].sum())} of "
+        f"{len(primary)}** series with an onset (the primary reading), and {int(onset['meets'].sum())} "
+        f"of {len(onset)} curve-and-rule pairs did over every curve (where chance makes hits likely)."
+    )
+    if pairs.empty:
+        return text + " The second question waits for a series without the rule."
+    differ = pairs[pairs["differs"]]
+    higher = int((differ["difference"] > 0).sum())
+    if 0 < higher < len(differ):
+        direction = (
+            f"the run with the rule higher in {higher} and lower in {len(differ) - higher}, so no direction"
+        )
+    else:
+        direction = (
+            f"the run with the rule {'higher' if higher else 'lower'} in each" if len(differ) else "none"
+        )
+    return text + (
+        f" Runs that found the rule against runs that did not, at the last checkpoint: {len(differ)} of "
+        f"{len(pairs)} pairs differ by more than 2 SE ({direction})."
+    )
+
+
 def reading_b_figure(records: str | Path = RECORDS, series_root: str | Path = SERIES) -> go.Figure:
     """The primary reading, drawn: each series' whole-model LLC over epochs (a log axis; the
     chains' standard error as bars), its phase-2 onset (red, dashed) and the ``llc`` rule's

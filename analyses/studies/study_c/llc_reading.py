@@ -155,6 +155,23 @@ def answer(table: pd.DataFrame, seeds: int = 3) -> str:
     return "undecided"
 
 
+def headline(table: pd.DataFrame, seeds: int = 3) -> str:
+    """Reading (a)'s answer in one sentence (Markdown), for the top of its page: the
+    preregistered `answer` and, seed by seed, whether the rise and the fall held.
+
+    Args:
+        table: `reading_a`.
+        seeds: The seeds preregistered.
+    """
+    if table.empty:
+        return f"no seed's curve has landed yet (0 of {seeds}): nothing about the answer is known."
+    per_seed = "; ".join(
+        f"seed {r.seed}: {'a rise' if r.rises else 'no rise'}, {'a fall' if r.falls else 'no fall'}"
+        for r in table.itertuples()
+    )
+    return f"**{answer(table, seeds)}** ({len(table)} of {seeds} seeds read; {per_seed})."
+
+
 def reading_a_figure(records: str | Path = RECORDS) -> go.Figure:
     """Each seed's LLC over steps (a log axis; the chains' standard error as bars) above its
     corrupted-train and test accuracies, with ``t_mem_noisy`` (orange, dashed) and ``t_gen``

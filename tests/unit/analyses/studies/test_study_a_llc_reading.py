@@ -15,6 +15,7 @@ from analyses.studies.study_a.llc_reading import (
     RULES,
     curve_reading,
     exploratory_summary,
+    headline,
     onset_step,
     primary_summary,
     reading_b,
@@ -87,6 +88,24 @@ def test_the_second_question_pairs_runs_with_and_without_the_rule_within_an_arch
     assert frame.loc["two-near", "2 SE"] == 10.0 and frame.loc["two-near", "difference"] == 5.0
     assert not frame.loc["two-near", "differs"] and frame.loc["two-far", "differs"]
     assert frame.loc["two-far", "epoch (found)"] == 3000 and frame.loc["two-far", "llc (not)"] == 60.0
+
+
+def test_the_headline_counts_the_primary_readings_and_says_the_pairs_direction():
+    frame = pd.DataFrame(
+        [
+            {"series": s, "curve": c, "rule": r, "onset": onset, "meets": meets}
+            for s, onset, meets in (("a", 200.0, True), ("b", 300.0, False), ("c", np.nan, False))
+            for c in ("whole", "L0H0")
+            for r in ("llc", "changepoint")
+        ]
+    )
+    pairs = pd.DataFrame({"difference": [5.0, -3.0, 1.0], "differs": [True, True, False]})
+    text = headline(frame, pairs)
+    # the series without an onset is left out of both counts
+    assert "in **1 of 2** series with an onset" in text and "4 of 8 curve-and-rule pairs" in text
+    assert "2 of 3 pairs differ by more than 2 SE (the run with the rule higher in 1 and lower in 1" in text
+    assert "(the run with the rule lower in each)" in headline(frame, pairs.assign(difference=-1.0))
+    assert "waits for a series without the rule" in headline(frame, pd.DataFrame())
 
 
 def test_the_committed_records_second_question_pairs_only_a_run_of_each_kind():

@@ -13,6 +13,7 @@ import pytest
 
 from analyses.studies.study_c.llc_reading import (
     answer,
+    headline,
     reading_a,
     reading_a_figure,
     reading_steps,
@@ -100,6 +101,18 @@ def test_a_run_that_never_generalises_has_no_fall():
 def test_the_answer_follows_the_preregistered_counts(rises, falls, expected):
     table = pd.DataFrame({"rises": np.array(rises, bool), "falls": np.array(falls, bool)})
     assert answer(table) == expected
+
+
+def test_the_headline_says_the_answer_and_each_seed_or_that_nothing_is_known():
+    assert "0 of 3" in headline(pd.DataFrame()) and "nothing about the answer is known" in headline(
+        pd.DataFrame()
+    )
+    table = pd.DataFrame({"seed": [0, 1], "rises": [True, False], "falls": [False, False]})
+    assert headline(table) == (
+        "**incomplete** (2 of 3 seeds read; seed 0: a rise, no fall; seed 1: no rise, no fall)."
+    )
+    table = pd.DataFrame({"seed": [0, 1, 2], "rises": [True] * 3, "falls": [True, True, False]})
+    assert headline(table).startswith("**yes** (3 of 3 seeds read; seed 0: a rise, a fall;")
 
 
 def test_reading_steps_keeps_every_early_checkpoint_and_log_spaced_late_ones():
