@@ -9,10 +9,12 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from analyses.studies.study_a.llc_reading import RECORDS, SERIES, curve_reading, onset_step, rule_contrast
 from interp.dissect.llc_figures import checkpoint_frame
+from interp.store.run_folder import read_done
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = (ROOT / "docs" / "llc_readings.md").read_text()
@@ -40,7 +42,10 @@ def test_the_stage_2_series_collapse_and_what_each_rule_found():
     )
     onset = onset_step(SERIES / name)
     rules = {r["rule"]: r for r in curve_reading(pd.read_csv(RECORDS / name / "whole.csv"), onset)}
+    assert "the largest fall between neighbouring checkpoints of that curve" in _prose()
     assert rules["llc"]["boundaries"] == [] and "the rule found no boundary at all" in _prose()
+    around = [s for s in curve["step"] if before["step"] <= s <= onset + 75]
+    assert set(np.diff(around)) == {25} and "with checkpoints 25 epochs apart around the onset" in _prose()
     assert f"put a boundary {rules['changepoint']['nearest']} checkpoints from this onset" in _prose()
     steps = curve["step"].tolist()
     gap = steps.index(min(steps, key=lambda s: abs(s - onset))) - drop
@@ -67,6 +72,22 @@ def test_the_second_questions_pairs_and_their_directions():
     assert (config["weight_decay"], config["epochs"]) == (0.1, 1500) and round(last["mpsp-2l2h-r0.9"]) == 2
     others = [v for k, v in last.items() if k.startswith(("wd-headline-mpsp-2l2h", "replication-mpsp-2l2h"))]
     assert f"between {min(others):.0f} and {max(others):.0f})" in _prose()
+    for name in (k for k in last if k in {"wd-headline-mpsp-2l2h-r0.9", "wd-headline-mpsp-2l2h-r0.5"}):
+        train = json.loads((SERIES / name / "config.json").read_text())["train"]
+        assert train["weight_decay"] == 0.4 and train["epochs"] >= 3000
+    train = json.loads((SERIES / "replication-mpsp-2l2h-r0.9-memorised" / "config.json").read_text())["train"]
+    assert (
+        train["epochs"] >= 3000 and "the three others, at 0.4 or trained to 3,000 epochs or more" in _prose()
+    )
+
+
+def test_the_near_miss_is_a_few_adversarial_examples_short_of_the_rule():
+    series = SERIES / "replication-mpsp-2l2h-r0.9-memorised"
+    done = read_done(series)
+    n_adv = json.loads((series / "config.json").read_text())["task"]["n_adv"]
+    wrong = round((1 - done["final"]["adv/acc"]) * n_adv)
+    assert done["milestones"]["rule"]["step"] is None
+    assert f"stage 2's near miss ({wrong} adversarial examples short of the rule)" in _prose()
 
 
 def test_the_r_05_series_swings_with_small_standard_errors():
