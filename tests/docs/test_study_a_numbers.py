@@ -18,6 +18,8 @@ from analyses.report.records import load_results
 from analyses.studies.study_a.decision import decision
 from analyses.studies.study_a.onset_signature import signature_table
 from analyses.studies.study_a.stats import contrast_tests, crossed_shares, newcombe
+from interp.store import list_checkpoints
+from interp.store.run_folder import read_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results" / "study-a"
@@ -162,6 +164,12 @@ def test_the_headlines_two_layer_bullet():
         f"One r = 0.9 run (seed index 2) began a late second phase and ended at adv {late['final']['adv/acc']:.3f}"
         in prose
     )
+    adv = [
+        m["adv/acc"]
+        for m in read_metrics(RESULTS / "headline" / "mpsp-2l2h" / "r=0.9" / "seed_2")
+        if "adv/acc" in m
+    ]
+    assert adv[-1] == max(adv) and adv[-1] > adv[-5] and ", still rising" in prose
 
 
 def test_the_headlines_one_layer_bullet_and_the_powers_the_page_quotes():
@@ -376,3 +384,14 @@ def test_the_setup_says_what_the_runs_configs_hold():
         "(every 25 epochs plus 40 log-spaced ones)",
     ):
         assert stated in prose, stated
+
+
+def test_the_three_new_weight_series_have_at_most_40_checkpoints():
+    from analyses.studies.study_a.series_choice import committed_series
+
+    counts = [len(list_checkpoints(RESULTS / r["folder"])) for r in committed_series(RESULTS)]
+    assert len(counts) == 3 and max(counts) <= 40
+    assert (
+        "Three two-layer runs of the decision's grids are committed as weight series (at most 40 checkpoints"
+        in _prose()
+    )
