@@ -116,3 +116,61 @@ def test_neither_calibration_found_a_healthy_setting():
     for folder in (READING_A / "calibration", RECORDS / "calibration"):
         assert (CalibrateResult.load(folder).to_frame()["flags"] != "").all(), folder
     assert "Neither reading's calibration found a setting at which the chains were healthy" in _prose()
+
+
+def _plain() -> str:
+    """The prose without code marks (reading (a)'s paragraphs mark names as code)."""
+    return _prose().replace("`", "")
+
+
+def test_reading_as_seed_0_paragraph_reads_its_record():
+    from analyses.studies.study_c.llc_reading import RECORDS as READING_A
+    from analyses.studies.study_c.llc_reading import reading_a
+
+    row = reading_a().set_index("seed").loc[0]
+    last = checkpoint_frame(pd.read_csv(READING_A / "seed_0" / "llc.csv")).iloc[-1]
+    g = "{:.3g}".format
+    assert bool(row["rises"]) and not bool(row["falls"])
+    assert (
+        int(row["peak step"]) == int(row["t_gen"]) and row["llc (end)"] > row["llc (peak)"]
+    )  # "went on rising"
+    assert (
+        f"from {g(row['llc (start)'])} at step {int(row['start step'])} to {g(row['llc (t_mem_noisy)'])} at "
+        f"t_mem_noisy (step {int(row['t_mem_noisy'])}), a rise of {g(row['rise'])} against 2 SE = "
+        f"{g(row['rise 2 SE'])}" in _plain()
+    )
+    assert (
+        f"was {g(row['llc (peak)'])} at t_gen itself (step {int(row['t_gen'])}), and it went on rising, to "
+        f"{g(row['llc (end)'])} at step {int(row['end step'])} (2 t_gen) and {g(last['estimate'])} at the last "
+        f"step ({int(last['step']):,})" in _plain()
+    )
+
+
+def test_reading_as_limits_read_the_calibration_and_the_chains():
+    from analyses.llc_calibrate import CalibrateResult
+    from analyses.studies.study_c.llc_reading import RECORDS as READING_A
+    from models.build import build_model
+    from models.config import config_from_dict
+
+    cells = CalibrateResult.load(READING_A / "calibration").to_frame()
+    assert len(cells) == 6 and cells["flags"].nunique() == 1 and len(cells["flags"][0].split(",")) == 3
+    low = cells[cells["n_beta"] == cells["n_beta"].min()].sort_values("step_size")
+    assert (low["step_size"].pct_change().dropna().round(6) == 9).all()  # tenfold steps
+    ratios = low["estimate"].pct_change().dropna() + 1
+    assert ratios.between(8, 12).all()  # "about tenfold"
+    assert (
+        f"({', '.join(map('{:.3g}'.format, low['estimate'][:2]))} and {low['estimate'].iloc[2]:.3g} at"
+        in _plain()
+    )
+    best = cells[cells["recommended"]].iloc[0]
+    assert best["step_size"] == cells["step_size"].min() and best["n_beta"] == cells["n_beta"].min()
+    n_log_n = cells["n_beta"].max()
+    assert abs(best["n_beta"] / n_log_n - 0.3) < 1e-9 and "its first n_beta (0.3 x n / log n)" in _plain()
+    for folder in sorted(READING_A.glob("seed_*")):
+        table = pd.read_csv(folder / "llc.csv")
+        # every estimate flagged nonstationary, rhat and ess; the chains' loss still rising in each
+        assert (table["flags"] == "nonstationary,rhat,ess").all() and (table["drift"] > 0).all()
+        assert checkpoint_frame(table)["estimate"].max() < 1  # "under 1"
+        model = json.loads((folder / "run" / "config.json").read_text())["model"]
+        weights = sum(p.numel() for p in build_model(config_from_dict(model)).parameters())
+        assert f"(under 1 for a model of {weights:,} weights)" in _plain()
