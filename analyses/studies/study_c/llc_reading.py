@@ -19,6 +19,7 @@ run's compact record: config, every evaluation, summary) and ``calibration/``.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -139,20 +140,31 @@ def reading_a(records: str | Path = RECORDS) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _decide(rises: Sequence[bool], falls: Sequence[bool]) -> str:
+    """The rule on a full set of seeds."""
+    if sum(r and f for r, f in zip(rises, falls)) >= 2:
+        return "yes"
+    if sum(rises) <= 1 or sum(falls) <= 1:
+        return "no"
+    return "undecided"
+
+
 def answer(table: pd.DataFrame, seeds: int = 3) -> str:
     """The preregistered answer over the seeds' readings.
 
     "yes" if the rise and the fall both hold in at least 2 of the `seeds` seeds; "no" if either
     holds in at most 1; "undecided" in the one case neither covers (each holds in 2 or more seeds,
-    but both together in at most 1); "incomplete" while fewer than `seeds` seeds are read.
+    but both together in at most 1). Before every seed is read, the answer is given once no
+    outcome of the seeds still to come can change it (two seeds without a fall already make it
+    "no"), and "incomplete" until then.
     """
-    if len(table) < seeds:
-        return "incomplete"
-    if int((table["rises"] & table["falls"]).sum()) >= 2:
-        return "yes"
-    if int(table["rises"].sum()) <= 1 or int(table["falls"].sum()) <= 1:
-        return "no"
-    return "undecided"
+    rises, falls = list(map(bool, table["rises"])), list(map(bool, table["falls"]))
+    missing = seeds - len(rises)
+    outcomes = {
+        _decide(rises + [r for r, _ in rest], falls + [f for _, f in rest])
+        for rest in itertools.product(itertools.product((False, True), repeat=2), repeat=missing)
+    }
+    return outcomes.pop() if len(outcomes) == 1 else "incomplete"
 
 
 def headline(table: pd.DataFrame, seeds: int = 3) -> str:
@@ -169,7 +181,9 @@ def headline(table: pd.DataFrame, seeds: int = 3) -> str:
         f"seed {r.seed}: {'a rise' if r.rises else 'no rise'}, {'a fall' if r.falls else 'no fall'}"
         for r in table.itertuples()
     )
-    return f"**{answer(table, seeds)}** ({len(table)} of {seeds} seeds read; {per_seed})."
+    said = answer(table, seeds)
+    early = ", enough to decide" if len(table) < seeds and said != "incomplete" else ""
+    return f"**{said}** ({len(table)} of {seeds} seeds read{early}; {per_seed})."
 
 
 def reading_a_figure(records: str | Path = RECORDS) -> go.Figure:

@@ -95,7 +95,12 @@ def test_a_run_that_never_generalises_has_no_fall():
         ([1, 1, 1], [1, 0, 0], "no"),
         ([0, 0, 1], [1, 1, 1], "no"),
         ([1, 1, 0], [0, 1, 1], "undecided"),
-        ([1, 1], [1, 1], "incomplete"),
+        # before the third seed: decided only when no third seed can change it
+        ([1, 1], [1, 1], "yes"),
+        ([1, 1], [0, 0], "no"),
+        ([0, 0], [1, 1], "no"),
+        ([1, 1], [1, 0], "incomplete"),
+        ([1], [0], "incomplete"),
     ],
 )
 def test_the_answer_follows_the_preregistered_counts(rises, falls, expected):
@@ -109,8 +114,9 @@ def test_the_headline_says_the_answer_and_each_seed_or_that_nothing_is_known():
     )
     table = pd.DataFrame({"seed": [0, 1], "rises": [True, False], "falls": [False, False]})
     assert headline(table) == (
-        "**incomplete** (2 of 3 seeds read; seed 0: a rise, no fall; seed 1: no rise, no fall)."
+        "**no** (2 of 3 seeds read, enough to decide; seed 0: a rise, no fall; seed 1: no rise, no fall)."
     )
+    assert headline(table.iloc[:1]) == "**incomplete** (1 of 3 seeds read; seed 0: a rise, no fall)."
     table = pd.DataFrame({"seed": [0, 1, 2], "rises": [True] * 3, "falls": [True, True, False]})
     assert headline(table).startswith("**yes** (3 of 3 seeds read; seed 0: a rise, a fall;")
 
