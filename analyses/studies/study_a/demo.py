@@ -19,7 +19,8 @@ from pathlib import Path
 from analyses.report.page import figure_div, html_table, rates_html
 from analyses.report.records import FINISHED, RunState, load_results, rate_rows
 from analyses.report.survival import time_to_milestone_figure
-from analyses.studies.study_a.decision import RESULTS
+from analyses.studies.study_a.decision import RESULTS, Reading, replication
+from analyses.studies.study_a.decision import decision as study_a_decision
 from analyses.studies.study_a.report import test_cells
 from analyses.studies.study_a.stats import PREREGISTERED_SWEEPS, Contrast, axis_rate_figure, contrast_tests
 from interp.sweep.specs import read_sweep
@@ -64,7 +65,7 @@ def answer_section(results: Path = RESULTS) -> list[str]:
     runs = {
         name: load_results(results / name)[1] for name in SHOWN if (results / name / "sweep.json").is_file()
     }
-    parts.append(decision(runs))
+    parts.append(decision(runs, results))
     tests: list[Contrast] = []
     for name, label in PREREGISTERED_SWEEPS.items():
         if name in runs and all(r.status == FINISHED for r in runs[name]):
@@ -88,14 +89,36 @@ def answer_section(results: Path = RESULTS) -> list[str]:
     return parts
 
 
-def decision(runs: dict[str, list[RunState]]) -> str:
-    """Whether the grids preregistered to decide study A (`DECIDING`) have finished, in one paragraph."""
+def decision(runs: dict[str, list[RunState]], results: Path = RESULTS) -> str:
+    """Study A's preregistered decision, or whether the grids that decide it (`DECIDING`) have
+    finished, in one paragraph.
+
+    Stage 1's reading (`analyses.studies.study_a.decision.decision`) is the answer once its runs
+    have all finished; the replication's state follows it. Before that, each deciding grid's
+    progress, and the first headline's reading as the answer so far.
+    """
     states = []
     for name in DECIDING:
         done = sum(r.status == FINISHED for r in runs.get(name, []))
         total = len(runs.get(name, []))
         state = f"{done} of {total} runs finished" if total else "not started"
         states.append((PREREGISTERED_SWEEPS[name], state, bool(total) and done == total))
+    stage_1, stage_2 = _readings(results)
+    if stage_1 is not None and stage_2 is not None and stage_1.decided:
+        later = (
+            f"{stage_2.outcome} ({'; '.join(stage_2.reasons)})"
+            if stage_2.decided
+            else f"{states[1][1]}; its test is read when every run has finished"
+        )
+        primary = next(c for c in stage_1.tests if c.role == "primary")
+        return (
+            f"<p><b>The answer: {html.escape(stage_1.outcome)}.</b> The decision preregistered in "
+            'docs/study_a.md ("Weight decay or imbalance?"), by its primary test on the weight-decay '
+            f"headline (below): {MODELS.get(primary.configuration, primary.configuration)} reached the "
+            f"rule in {primary.high[0]} of {primary.high[1]} runs at r = 0.9 and {primary.low[0]} of "
+            f"{primary.low[1]} at r = 0.5, one-sided Fisher p = {primary.p_value:.3g} (alpha {ALPHA}). "
+            f"The replication at weight decay 0.1: {html.escape(later)}.</p>"
+        )
     listed = "; ".join(f"the {label}: {state}" for label, state, _ in states)
     if all(finished for *_, finished in states):
         return (
@@ -108,6 +131,19 @@ def decision(runs: dict[str, list[RunState]]) -> str:
         "are read when every run of a grid has finished. Until then, the answer is the first "
         "headline's:</p>"
     )
+
+
+def _readings(results: Path) -> tuple[Reading | None, Reading | None]:
+    """Stage 1's and stage 2's readings, each None where `results` holds a grid of that name that
+    is not the preregistered one (another weight decay, as a user's own results may be).
+    """
+    readings: list[Reading | None] = []
+    for read in (study_a_decision, replication):
+        try:
+            readings.append(read(results))
+        except ValueError:
+            readings.append(None)
+    return readings[0], readings[1]
 
 
 def reading(label: str, name: str, n_runs: int, tests: list[Contrast]) -> str:

@@ -16,6 +16,7 @@ from analyses.grids import Grid, expand
 from analyses.report.records import load_results
 from analyses.studies.grids import GRIDS
 from analyses.studies.study_a.cli import demo_report
+from analyses.studies.study_a.decision import decision as study_a_decision
 from analyses.studies.study_a.demo import DECIDING, RESULTS, answer_section
 from analyses.studies.study_a.grids import DEMO_EPOCHS
 from interp.config import to_dict
@@ -151,7 +152,25 @@ def test_this_checkouts_answer_is_the_pages():
         text.count("<td>preregistered test</td>") == tests
         and text.count("<td>99% variant (robustness)</td>") == tests
     )
-    assert ("Not decided yet." in text) == bool(unfinished)
+    stage_1 = study_a_decision(RESULTS)
+    assert ("Not decided yet." in text) == (bool(unfinished) and not stage_1.decided)
+    if stage_1.decided:  # the answer opens with stage 1's reading, then where the replication stands
+        assert f"<b>The answer: {stage_1.outcome}.</b>" in text
+        two = next(r for r in stage_1.tests if r.configuration == "mpsp-2l2h")
+        p = fisher_exact(
+            [[two.high[0], two.high[1] - two.high[0]], [two.low[0], two.low[1] - two.low[0]]], "greater"
+        )
+        assert (
+            f"by its primary test on the weight-decay headline (below): two layers reached the rule in "
+            f"{two.high[0]} of 10 runs at r = 0.9 and {two.low[0]} of 10 at r = 0.5, one-sided Fisher "
+            f"p = {p.pvalue:.3g} (alpha 0.05)" in text
+        )
+        finished = sum(r.status == "finished" for r in load_results(RESULTS / "replication")[1])
+        if "replication" in unfinished:
+            assert (
+                f"The replication at weight decay 0.1: {finished} of 60 runs finished; its test is read"
+                in text
+            )
 
 
 def test_the_demo_grid_is_four_cells_of_one_seed_at_its_chosen_epochs(tmp_path):
