@@ -6,10 +6,12 @@ committed results hold them), except where a test reads this checkout's own reco
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
 
+import pytest
 from scipy.stats import fisher_exact
 
 from analyses.grids import Grid, expand
@@ -192,3 +194,18 @@ def test_the_demo_epochs_cover_every_early_rule_of_the_committed_two_layer_runs(
     early = [s for s in steps if s is not None and s <= 1000]
     late = sorted(s for s in steps if s is not None and s > 1000)
     assert len(early) == 7 and max(early) == 275 <= DEMO_EPOCHS and late == [1025, 2950]
+
+
+def test_a_grid_named_like_a_deciding_one_at_another_weight_decay_gets_no_decision(tmp_path):
+    """A user's own results may hold a ``wd-headline`` grid that is not the preregistered one: the
+    report shows its progress and does not read the preregistered decision into it.
+    """
+    results = tmp_path / "results"
+    _grid(results / "headline", BOTH, RULE)
+    other = dataclasses.replace(BOTH, train={"epochs": 400, "weight_decay": 0.1})
+    _grid(results / "wd-headline", other, RULE)
+    with pytest.raises(ValueError, match="weight decay"):
+        study_a_decision(results)
+    text = _text(answer_section(results))
+    assert "The answer:" not in text and "Not decided yet." in text
+    assert "the weight-decay headline: 16 of 16 runs finished; the replication: not started" in text
