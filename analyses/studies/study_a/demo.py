@@ -97,18 +97,18 @@ def decision(runs: dict[str, list[RunState]], results: Path = RESULTS) -> str:
     have all finished; the replication's state follows it. Before that, each deciding grid's
     progress, and the first headline's reading as the answer so far.
     """
-    states = []
+    progress, finished = {}, {}
     for name in DECIDING:
         done = sum(r.status == FINISHED for r in runs.get(name, []))
         total = len(runs.get(name, []))
-        state = f"{done} of {total} runs finished" if total else "not started"
-        states.append((PREREGISTERED_SWEEPS[name], state, bool(total) and done == total))
+        progress[name] = f"{done} of {total} runs finished" if total else "not started"
+        finished[name] = bool(total) and done == total
     stage_1, stage_2 = _readings(results)
-    if stage_1 is not None and stage_2 is not None and stage_1.decided:
+    if stage_1 is not None and stage_1.decided:
         later = (
             f"{stage_2.outcome} ({'; '.join(stage_2.reasons)})"
-            if stage_2.decided
-            else f"{states[1][1]}; its test is read when every run has finished"
+            if stage_2 is not None and stage_2.decided
+            else f"{progress['replication']}; its test is read when every run has finished"
         )
         primary = next(c for c in stage_1.tests if c.role == "primary")
         return (
@@ -119,8 +119,8 @@ def decision(runs: dict[str, list[RunState]], results: Path = RESULTS) -> str:
             f"{primary.low[1]} at r = 0.5, one-sided Fisher p = {primary.p_value:.3g} (alpha {ALPHA}). "
             f"The replication at weight decay 0.1: {html.escape(later)}.</p>"
         )
-    listed = "; ".join(f"the {label}: {state}" for label, state, _ in states)
-    if all(finished for *_, finished in states):
+    listed = "; ".join(f"the {PREREGISTERED_SWEEPS[name]}: {state}" for name, state in progress.items())
+    if all(finished.values()):
         return (
             f"<p><b>The grids preregistered to decide it have finished</b> ({listed}). Their tests "
             "are below; docs/study_a.md reads them by the rule fixed before they ran.</p>"

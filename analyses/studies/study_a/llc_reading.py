@@ -231,16 +231,14 @@ def headline(frame: pd.DataFrame, pairs: pd.DataFrame) -> str:
     differ = pairs[pairs["differs"]]
     higher = int((differ["difference"] > 0).sum())
     if 0 < higher < len(differ):
-        direction = (
-            f"the run with the rule higher in {higher} and lower in {len(differ) - higher}, so no direction"
-        )
+        direction = f" (the run with the rule higher in {higher} and lower in {len(differ) - higher}, so no direction)"
     else:
         direction = (
-            f"the run with the rule {'higher' if higher else 'lower'} in each" if len(differ) else "none"
+            f" (the run with the rule {'higher' if higher else 'lower'} in each)" if len(differ) else ""
         )
     return text + (
         f" Runs that found the rule against runs that did not, at the last checkpoint: {len(differ)} of "
-        f"{len(pairs)} pairs differ by more than 2 SE ({direction})."
+        f"{len(pairs)} pairs differ by more than 2 SE{direction}."
     )
 
 

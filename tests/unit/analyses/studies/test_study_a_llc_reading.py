@@ -105,6 +105,7 @@ def test_the_headline_counts_the_primary_readings_and_says_the_pairs_direction()
     assert "in **1 of 2** series with an onset" in text and "4 of 8 curve-and-rule pairs" in text
     assert "2 of 3 pairs differ by more than 2 SE (the run with the rule higher in 1 and lower in 1" in text
     assert "(the run with the rule lower in each)" in headline(frame, pairs.assign(difference=-1.0))
+    assert headline(frame, pairs.assign(differs=False)).endswith("0 of 3 pairs differ by more than 2 SE.")
     assert "waits for a series without the rule" in headline(frame, pd.DataFrame())
 
 
