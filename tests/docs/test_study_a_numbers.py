@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 from scipy.stats import binom, binomtest, fisher_exact
 
 from analyses.report.records import load_results
-from analyses.studies.study_a.decision import decision
+from analyses.studies.study_a.decision import REPLICATED, decision, replication
 from analyses.studies.study_a.onset_signature import signature_table
 from analyses.studies.study_a.stats import contrast_tests, crossed_shares, newcombe
 from interp.store import list_checkpoints
@@ -109,7 +110,8 @@ def test_the_answer_states_the_headlines_two_tests():
         f"{one.p_value:.3g}; difference {one.difference:.2f}, 95% interval {one.ci_low:.2f} to {one.ci_high:.2f})"
     )
     assert stated in _prose()
-    assert "significant in neither model" in _prose() and two.p_value >= 0.05 and one.p_value >= 0.05
+    assert "10 seeds a cell left it significant in neither model" in _prose()
+    assert two.p_value >= 0.05 and one.p_value >= 0.05
 
 
 def test_the_results_state_weight_decay_04s_pairs():
@@ -322,13 +324,106 @@ def test_stage_1s_gradient_signature_as_described():
     )
 
 
-def test_the_docs_home_page_states_stage_1s_counts():
-    two = _tests("wd-headline")["mpsp-2l2h"]
+def test_the_docs_home_page_states_both_stages_counts():
+    two, again = _tests("wd-headline")["mpsp-2l2h"], _tests("replication")["mpsp-2l2h"]
     home = re.sub(r"\s+", " ", (ROOT / "docs" / "index.md").read_text())
     assert two.p_value < 0.05  # "significantly"
     assert (
         f"found the rule in {two.high[0]} of {two.high[1]} runs at r = 0.9 and {two.low[0]} of {two.low[1]} at "
         f"r = 0.5" in home
+    )
+    assert again.p_value < 0.05  # "replicated it"
+    assert (
+        f"and {again.high[1]} fresh seeds a cell replicated it ({again.high[0]} of {again.high[1]} against "
+        f"{again.low[0]} of {again.low[1]}, p = {again.p_value:.3g})" in home
+    )
+
+
+def _stage_2() -> list:
+    return [dataclasses.replace(run, sweep="replication") for run in load_results(RESULTS / "replication")[1]]
+
+
+def test_the_answer_states_stage_2s_reading():
+    reading = replication(RESULTS)
+    assert reading.decided, reading.sentence()  # every run of stage 2 has finished
+    (strict,) = reading.tests
+    loose = _tests("replication", "rule-99")["mpsp-2l2h"]
+    assert reading.outcome == REPLICATED
+    (k, n), (j, m) = strict.high, strict.low
+    one_fewer = fisher_exact([[k - 1, n - k + 1], [j, m - j]], alternative="greater").pvalue
+    assert one_fewer >= 0.05  # "with no run to spare"
+    prose = _prose()
+    assert (
+        f"Stage 2 of the decision, the two-layer contrast again with {n} fresh seeds a cell, replicated it: "
+        f"{k} of {n} runs at r = 0.9 and {j} of {m} at r = 0.5 (p = {strict.p_value:.3g}; difference "
+        f"{strict.difference:.2f}, 95% interval {strict.ci_low:.2f} to {strict.ci_high:.2f}), with no run to "
+        f"spare: {k - 1} of {n} at r = 0.9 would have missed alpha 0.05 (p = {one_fewer:.3g})" in prose
+    )
+    assert (
+        "At the 99% rule, a robustness reading reported and not tested, it "
+        f"reads {loose.high[0]} of {loose.high[1]} against {loose.low[0]} of {loose.low[1]}:" in prose
+    )
+    # "What agrees" and "the size" say the same.
+    assert (
+        "At 0.4 in the decision's stage 1, and at the headline's 0.1 in stage 2, with 30 seeds a cell"
+        in prose
+    )
+    assert strict.ci_high < 0.77 and f"excludes the study's; in stage 2, {100 * k / n:.0f}%." in prose
+
+
+def test_stage_2s_near_misses_and_its_runs_at_r_05():
+    """How close the runs between the 99% and the 100% rule came: the fewest adversarial examples
+    wrong at an evaluation with every val example right; and the best adv accuracy at r = 0.5.
+    """
+    high, low = _cell("replication", "mpsp-2l2h", 0.9), _cell("replication", "mpsp-2l2h", 0.5)
+    near = [
+        r
+        for r in high
+        if _done(r)["milestones"]["rule"]["step"] is None
+        and _done(r)["milestones"]["rule-99"]["step"] is not None
+    ]
+    n_adv = _config(high[0])["task"]["n_adv"]
+    fewest = [
+        min(round((1 - m["adv/acc"]) * n_adv) for m in read_metrics(r) if m.get("val/acc") == 1.0)
+        for r in near
+    ]
+    best = max(m["adv/acc"] for r in low for m in read_metrics(r) if "adv/acc" in m)
+    assert (
+        f"the {len(near)} runs at r = 0.9 that reached it and not the rule came within {min(fewest)} to "
+        f"{max(fewest)} of the {n_adv:,} adversarial examples of the rule, while no run at r = 0.5 got more "
+        f"than {math.ceil(100 * best)}% of them right" in _prose()
+    )
+
+
+def test_stage_2s_gradient_signature_as_described():
+    table = signature_table(_stage_2())
+    high, low = table[table.r == 0.9], table[table.r == 0.5]
+    found = high[high.outcome.str.startswith("rule")]
+    short = high[high.onset.notna() & ~high.outcome.str.startswith("rule")]
+    assert found.onset.notna().all() and not low.outcome.str.startswith("rule").any()
+    assert low["signature anywhere"].all()
+    assert (
+        f"the signature came before the second phase in {int(found.signature.sum())} of the {len(found)} runs "
+        f"at r = 0.9 that found the rule and in {int(short.signature.sum())} of the {len(short)} whose second "
+        f"phase stopped short of it, and the sequence happened somewhere in "
+        f"{int(high['signature anywhere'].sum())} of the {len(high)} runs at r = 0.9 and in all {len(low)} at "
+        "r = 0.5, none of which found the rule" in _prose()
+    )
+
+
+def test_stage_2s_power_as_the_page_quotes():
+    headline, strict = _tests("headline")["mpsp-2l2h"], _tests("replication")["mpsp-2l2h"]
+    n, rate = strict.high[1], strict.high[0] / strict.high[1]
+    planned = _power(headline.high[0] / headline.high[1], headline.low[0] / headline.low[1], "greater", n)
+    assert (
+        strict.low[0] == 0 and 0 < strict.ci_low < 0.05
+    )  # "against 17% vs 0%", "barely excludes no contrast"
+    assert (
+        f"Stage 2's {n} seeds a cell had {planned:.2f} against those rates, but its runs at r = 0.9 found "
+        f"the rule at {100 * rate:.0f}%, not {100 * headline.high[0] // headline.high[1]}%, and against "
+        f"{100 * rate:.0f}% vs 0% {n} seeds a cell have {_power(rate, 0.0, 'greater', n):.2f}: its p lies near "
+        f"alpha, and its interval ({strict.ci_low:.2f} to {strict.ci_high:.2f}) barely excludes no contrast"
+        in _prose()
     )
 
 
@@ -360,7 +455,7 @@ def test_the_setup_says_what_the_runs_configs_hold():
     assert len(headline) == 40 and all((run / "DONE").is_file() for run in headline)
     assert "10 seeds a cell, 3,000 epochs, all 40 runs finished" in prose
     epochs = {}
-    for grid in ("headline", "map", "wd-headline"):
+    for grid in ("headline", "map", "wd-headline", "replication"):
         configs = [_config(run) for run in sorted((RESULTS / grid).glob("**/seed_*"))]
         assert configs, grid
         epochs[grid] = {c["train"]["epochs"] for c in configs}
@@ -374,7 +469,7 @@ def test_the_setup_says_what_the_runs_configs_hold():
             assert (train["lr"], train["betas"], train["batch_size"]) == (1e-3, [0.9, 0.98], None)
             assert (train["eval_every"], train["eval_log_points"]) == (25, 40)
             assert train["weight_decay"] == (0.4 if grid == "wd-headline" else 0.1)
-    assert epochs == {"headline": {3000}, "map": {1500}, "wd-headline": {4000}}
+    assert epochs == {"headline": {3000}, "map": {1500}, "wd-headline": {4000}, "replication": {3000}}
     for stated in (
         "`train` (16,384 examples at ratio `r`), `val` (2,048,",
         "`adv` (2,048, all opposing it",

@@ -7,6 +7,7 @@ committed results hold them), except where a test reads this checkout's own reco
 from __future__ import annotations
 
 import dataclasses
+import html
 import json
 import re
 from pathlib import Path
@@ -19,6 +20,7 @@ from analyses.report.records import load_results
 from analyses.studies.grids import GRIDS
 from analyses.studies.study_a.cli import demo_report
 from analyses.studies.study_a.decision import decision as study_a_decision
+from analyses.studies.study_a.decision import replication
 from analyses.studies.study_a.demo import DECIDING, RESULTS, answer_section
 from analyses.studies.study_a.grids import DEMO_EPOCHS
 from interp.config import to_dict
@@ -173,6 +175,10 @@ def test_this_checkouts_answer_is_the_pages():
                 f"The replication at weight decay 0.1: {finished} of 60 runs finished; its test is read"
                 in text
             )
+        else:  # the replication's own reading, with its test
+            stage_2 = replication(RESULTS)
+            said = html.escape(f"{stage_2.outcome} ({'; '.join(stage_2.reasons)})")
+            assert stage_2.decided and f"The replication at weight decay 0.1: {said}.</p>" in text
 
 
 def test_the_demo_grid_is_four_cells_of_one_seed_at_its_chosen_epochs(tmp_path):
