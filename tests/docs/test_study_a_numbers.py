@@ -343,6 +343,9 @@ def _stage_2() -> list:
     return [dataclasses.replace(run, sweep="replication") for run in load_results(RESULTS / "replication")[1]]
 
 
+_WORDS = {1: "one", 2: "two", 3: "three"}
+
+
 def test_the_answer_states_stage_2s_reading():
     reading = replication(RESULTS)
     assert reading.decided, reading.sentence()  # every run of stage 2 has finished
@@ -350,6 +353,7 @@ def test_the_answer_states_stage_2s_reading():
     loose = _tests("replication", "rule-99")["mpsp-2l2h"]
     assert reading.outcome == REPLICATED
     (k, n), (j, m) = strict.high, strict.low
+    kept = sum(_done(r)["milestones"]["rule"]["kept"] for r in _cell("replication", "mpsp-2l2h", 0.9))
     one_fewer = fisher_exact([[k - 1, n - k + 1], [j, m - j]], alternative="greater").pvalue
     assert one_fewer >= 0.05  # "with no run to spare"
     prose = _prose()
@@ -357,7 +361,8 @@ def test_the_answer_states_stage_2s_reading():
         f"Stage 2 of the decision, the two-layer contrast again with {n} fresh seeds a cell, replicated it: "
         f"{k} of {n} runs at r = 0.9 and {j} of {m} at r = 0.5 (p = {strict.p_value:.3g}; difference "
         f"{strict.difference:.2f}, 95% interval {strict.ci_low:.2f} to {strict.ci_high:.2f}), with no run to "
-        f"spare: {k - 1} of {n} at r = 0.9 would have missed alpha 0.05 (p = {one_fewer:.3g})" in prose
+        f"spare: {k - 1} of {n} at r = 0.9 would have missed alpha 0.05 (p = {one_fewer:.3g}), and "
+        f"{_WORDS[k - kept]} of the {k} lost the rule before the end" in prose
     )
     assert (
         "At the 99% rule, a robustness reading reported and not tested, it "
