@@ -373,7 +373,7 @@ def test_the_answer_states_stage_2s_reading():
         "At 0.4 in the decision's stage 1, and at the headline's 0.1 in stage 2, with 30 seeds a cell"
         in prose
     )
-    assert strict.ci_high < 0.77 and f"excludes the study's; in stage 2, {100 * k / n:.0f}%." in prose
+    assert strict.ci_high < 0.77 and f"excludes the study's; stage 2 found it in {100 * k / n:.0f}%." in prose
 
 
 def test_stage_2s_near_misses_and_its_runs_at_r_05():
