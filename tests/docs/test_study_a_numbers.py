@@ -365,7 +365,7 @@ def test_the_answer_states_stage_2s_reading():
         f"{_WORDS[k - kept]} of the {k} lost the rule before the end" in prose
     )
     assert (
-        "At the 99% rule, a robustness reading reported and not tested, it "
+        "At the 99% rule, a robustness reading beside the test, it "
         f"reads {loose.high[0]} of {loose.high[1]} against {loose.low[0]} of {loose.low[1]}:" in prose
     )
     # "What agrees" and "the size" say the same.
