@@ -6,7 +6,6 @@ asserts its own). A page whose number differs from its record fails here. The lo
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import re
@@ -16,7 +15,7 @@ import pytest
 from scipy.stats import binom, binomtest, fisher_exact
 
 from analyses.report.records import load_results
-from analyses.studies.study_a.decision import REPLICATED, decision, replication
+from analyses.studies.study_a.decision import REPLICATED, decision, decision_runs, replication
 from analyses.studies.study_a.onset_signature import signature_table
 from analyses.studies.study_a.stats import contrast_tests, crossed_shares, newcombe
 from interp.store import list_checkpoints
@@ -257,8 +256,9 @@ def test_what_agrees_and_what_does_not():
     assert f"{100 * one.high[0] // one.high[1]}% at r = 0.9 in the headline where the study has 0%" in prose
 
 
-def _stage_1() -> list:
-    return [dataclasses.replace(run, sweep="wd-headline") for run in load_results(RESULTS / "wd-headline")[1]]
+def _stage(name: str) -> list:
+    """One decision grid's runs (``wd-headline`` is stage 1, ``replication`` stage 2), named by it."""
+    return [run for run in decision_runs(RESULTS) if run.sweep == name]
 
 
 def test_the_answer_states_the_decisions_stage_1():
@@ -306,7 +306,7 @@ def test_stage_1s_times_to_the_rule_and_its_99_percent_variants():
 
 
 def test_stage_1s_gradient_signature_as_described():
-    table = signature_table(_stage_1())
+    table = signature_table(_stage("wd-headline"))
     two = table[(table.preset == "mpsp-2l2h") & (table.r == 0.9)]
     one = table[(table.preset == "mpsp-1l1h") & table.onset.notna()]
     assert two.onset.notna().all() and two.outcome.str.startswith("rule").all()
@@ -337,10 +337,6 @@ def test_the_docs_home_page_states_both_stages_counts():
         f"and {again.high[1]} fresh seeds a cell replicated it ({again.high[0]} of {again.high[1]} against "
         f"{again.low[0]} of {again.low[1]}, p = {again.p_value:.3g})" in home
     )
-
-
-def _stage_2() -> list:
-    return [dataclasses.replace(run, sweep="replication") for run in load_results(RESULTS / "replication")[1]]
 
 
 _WORDS = {1: "one", 2: "two", 3: "three"}
@@ -401,7 +397,7 @@ def test_stage_2s_near_misses_and_its_runs_at_r_05():
 
 
 def test_stage_2s_gradient_signature_as_described():
-    table = signature_table(_stage_2())
+    table = signature_table(_stage("replication"))
     high, low = table[table.r == 0.9], table[table.r == 0.5]
     found = high[high.outcome.str.startswith("rule")]
     short = high[high.onset.notna() & ~high.outcome.str.startswith("rule")]
